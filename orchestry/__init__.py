@@ -1,0 +1,1 @@
+"""Orchestry: multi-agent GRPO for teams of LLM agents."""
