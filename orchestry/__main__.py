@@ -1,0 +1,5 @@
+import sys
+
+from orchestry.cli import main
+
+sys.exit(main())

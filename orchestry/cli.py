@@ -1,0 +1,91 @@
+"""`python -m orchestry <stage>`: the one way every stage runs (DVC, Snakemake and the tests use it).
+
+The CLI validates params.yaml once, then calls the stage module's `run`. Errors a user can fix (bad
+params, a missing input or model, an unavailable sandbox, the API budget) print one line and exit
+non-zero; a bad params file exits 2 before anything is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from pathlib import Path
+
+from orchestry.params import BASELINE_NAMES, ParamsError, json_schema_text, load_params
+
+STAGES = ("prepare", "smoke", "train", "baseline", "evaluate", "schemes", "figures")
+STAGE_MODULES = {"baseline": "baselines", "schemes": "census"}
+SCHEMA_PATH = Path("workflow/schemas/params.schema.json")
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions whose message is the whole story; anything else keeps its traceback."""
+    errors: list[type[BaseException]] = [FileNotFoundError]
+    for module, name in [
+        ("orchestry.policy", "ModelUnavailable"),
+        ("orchestry.sandbox", "SandboxUnavailable"),
+        ("orchestry.claude", "MissingApiKey"),
+        ("orchestry.claude", "BudgetExceeded"),
+        ("orchestry.claude", "ClaudeCallFailed"),
+        ("orchestry.train", "TrainingFailed"),
+    ]:
+        mod = sys.modules.get(module)
+        if mod is not None and hasattr(mod, name):
+            errors.append(getattr(mod, name))
+    return tuple(errors)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m orchestry", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--params", default="params.yaml", help="params file (default: params.yaml)"
+    )
+    parser.add_argument("--log", default=None, help="also write the stage's log to this file")
+    sub = parser.add_subparsers(dest="stage", required=True)
+    for stage in STAGES:
+        p = sub.add_parser(stage)
+        if stage == "baseline":
+            p.add_argument("--name", required=True, choices=BASELINE_NAMES)
+    sub.add_parser("schema", help=f"write {SCHEMA_PATH} from the params schema")
+    return parser
+
+
+def setup_logging(log_file: str | None) -> None:
+    """Stage messages go to stderr and, with --log, to a file (the Snakemake rule's `log:`)."""
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_file:
+        Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(log_file, mode="w"))
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", handlers=handlers
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.log)
+    if args.stage == "schema":
+        SCHEMA_PATH.parent.mkdir(parents=True, exist_ok=True)
+        SCHEMA_PATH.write_text(json_schema_text())
+        return 0
+    try:
+        params = load_params(args.params)
+    except ParamsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(f"orchestry.{STAGE_MODULES.get(args.stage, args.stage)}")
+    extra = {"name": args.name} if args.stage == "baseline" else {}
+    try:
+        module.run(params, **extra)
+    except _user_errors() as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+"""Stage `evaluate`: the MAGRPO-trained team (adapters from `train`) on the test split, same protocol."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from orchestry import atomic
+from orchestry.build import make_policy, make_scorer, sampling_spec, seed_everything
+from orchestry.env import Roles
+from orchestry.metrics import compute_metrics
+from orchestry.params import Params
+from orchestry.prepare import read_split
+from orchestry.protocols import team
+
+ADAPTERS = Path("results/train/adapters")
+OUT_DIR = Path("results/evaluate")
+
+
+def run(params: Params) -> None:
+    problems = read_split("test")
+    if not problems:
+        raise FileNotFoundError("the test split is empty; give prepare.sets some n_test")
+    if not ADAPTERS.is_dir():
+        raise FileNotFoundError(f"{ADAPTERS} is missing; run the train stage first (dvc repro train)")
+    seed_everything(params.seed)
+    policy = make_policy(params)
+    policy.load_adapters(ADAPTERS)
+    roles = Roles.from_agents(params.model.agents)
+    e = params.evaluate
+    rows = team(policy, problems, roles, e.n_samples, sampling_spec(params), make_scorer(params), "magrpo")
+    atomic.write_jsonl(OUT_DIR / "generations.jsonl", rows)
+    atomic.write_json(OUT_DIR / "metrics.json", compute_metrics(rows, e.ks, e.bootstrap, params.seed))

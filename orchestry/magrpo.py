@@ -1,0 +1,80 @@
+"""MAGRPO math: group advantages, turn returns and the per-agent policy-gradient loss.
+
+Multi-Agent Group-Relative Policy Optimization (arXiv 2508.04652). At every node of the rollout tree the
+team samples G joint actions for the same observations. Each joint action's return R is compared with its
+G siblings (the group baseline), and every agent is updated with the same advantage on the completion it
+contributed to that joint action:
+
+    A^g = R^g - mean_{g'} R^{g'}                                  (paper: group-relative advantage)
+    L_i  = - mean_g  A^g * log pi_i(a_i^g | o_i)                   (paper: per-agent policy gradient)
+    R_t  = r_t + gamma * mean(children's R_{t+1})                   (paper: multi-turn return)
+
+Options beyond the paper: `rloo` (leave-one-out baseline), `max` (baseline = best sibling), `raw` (no
+baseline), `normalize` (divide by the group std with a floor), token-mean log-probs, and a reference-KL
+penalty with the k3 estimator (off by default, as in the paper).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import torch
+
+AdvantageMode = Literal["mean", "rloo", "max", "raw"]
+
+
+def group_advantages(
+    returns: torch.Tensor,
+    mode: AdvantageMode = "mean",
+    normalize: bool = False,
+    std_floor: float = 1e-2,
+) -> torch.Tensor:
+    """Advantages for returns of shape [groups, G]; each row is one node's G sibling joint actions."""
+    if returns.dim() != 2 or returns.shape[1] < 2:
+        raise ValueError(f"returns must be [groups, G>=2], got shape {tuple(returns.shape)}")
+    g = returns.shape[1]
+    if mode == "mean":  # A = R - mean(R of the group)
+        adv = returns - returns.mean(dim=1, keepdim=True)
+    elif mode == "rloo":  # A = R - mean(R of the other G-1)
+        adv = (returns - returns.mean(dim=1, keepdim=True)) * g / (g - 1)
+    elif mode == "max":  # A = R - max(R of the group): only the best sibling is not pushed down
+        adv = returns - returns.max(dim=1, keepdim=True).values
+    elif mode == "raw":
+        adv = returns.clone()
+    else:
+        raise ValueError(f"unknown advantage mode {mode!r}; use mean, rloo, max or raw")
+    if normalize:
+        std = returns.std(dim=1, unbiased=False, keepdim=True).clamp_min(std_floor)
+        adv = adv / std
+    return adv
+
+
+def turn_return(reward: float, child_returns: Sequence[float], gamma: float) -> float:
+    """R_t = r_t + gamma * mean(R_{t+1} of the node's children); a leaf returns its reward."""
+    if not child_returns:
+        return reward
+    return reward + gamma * sum(child_returns) / len(child_returns)
+
+
+def policy_loss(
+    advantages: torch.Tensor,
+    logprob_sums: torch.Tensor,
+    token_counts: torch.Tensor,
+    reduction: Literal["sum", "token_mean"] = "token_mean",
+) -> torch.Tensor:
+    """-mean(A * log pi(completion)); `token_mean` divides each sequence's log-prob by its length."""
+    if reduction == "sum":
+        logp = logprob_sums
+    elif reduction == "token_mean":
+        logp = logprob_sums / token_counts.clamp_min(1)
+    else:
+        raise ValueError(f"unknown logprob reduction {reduction!r}; use sum or token_mean")
+    return -(advantages.detach() * logp).mean()
+
+
+def kl_k3(policy_logps: torch.Tensor, ref_logps: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-sequence mean of the k3 estimator of KL(pi || ref) over tokens: exp(d) - d - 1, d = ref - pi."""
+    d = (ref_logps - policy_logps) * mask
+    k3 = (torch.exp(d) - d - 1.0) * mask
+    return k3.sum(dim=1) / mask.sum(dim=1).clamp_min(1)

