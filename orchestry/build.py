@@ -91,7 +91,6 @@ def claude_settings(params: Params, out_dir: Path):
     return ClaudeSettings(
         model=a.model,
         max_tokens=a.max_tokens,
-        temperature=a.temperature,
         base_url=a.base_url or None,
         timeout_s=a.timeout_s,
         max_attempts=a.max_attempts,

@@ -305,7 +305,13 @@ class ClaudeClient:
         for attempt in range(1, settings.max_attempts + 1):
             if self._spent_usd + worst_case > settings.budget_usd:
                 if attempt > 1:
-                    self._record(request_hash, "failed", attempt - 1, estimated_usd=estimated)
+                    self._record(
+                        request_hash,
+                        "failed",
+                        attempt - 1,
+                        cost_usd=estimated,
+                        estimated_usd=estimated,
+                    )
                 raise BudgetExceeded(
                     f"Claude budget: spent ${self._spent_usd:.4f} of the "
                     f"${settings.budget_usd:.4f} limit; refused call {request_hash[:12]} to "

@@ -178,7 +178,6 @@ class FiguresParams(Section):
 class AnthropicParams(Section):
     model: str = "claude-sonnet-4-5"
     max_tokens: int = Field(1024, ge=1)
-    temperature: float = Field(0.0, ge=0.0, le=1.0)
     base_url: str = Field("", description="'' = the SDK default endpoint.")
     timeout_s: float = Field(60.0, gt=0.0)
     max_attempts: int = Field(5, ge=1)

@@ -1,4 +1,4 @@
-"""The agents' policy: one frozen base model, one LoRA adapter per agent, batched sampling, log-probs.
+"""The agents' policy: a frozen base model, a LoRA adapter per agent, batched sampling, log-probs.
 
 MAGRPO trains several agents at once. Instead of one full model per agent we keep ONE frozen base
 model per distinct `ModelSpec` and give each agent its own LoRA adapter (peft). A rollout samples
@@ -10,6 +10,7 @@ one call per adapter.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib.util
 import json
@@ -42,7 +43,7 @@ SHARED_ADAPTER = "shared"
 """Adapter name used by every agent when `shared_adapter=True`."""
 POLICY_FILE = "policy.json"
 STATIC_PROMPT_BUCKET = 64
-"""Fast path: prompts are left-padded to a multiple of this, so the static cache keeps few shapes."""
+"""Fast path: prompts are left-padded to a multiple of this, so the static cache has few shapes."""
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _AGENT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
@@ -59,7 +60,7 @@ class ModelSpec:
     name: str = EMBEDDED_MODEL
     """`smollm2-135m-instruct` (embedded GGUF), a Hugging Face hub id, or a local model folder."""
     dtype: str = "float32"
-    """float32 | bfloat16 | float16 | auto (bfloat16 on a CUDA GPU that supports it, else float32)."""
+    """float32 | bfloat16 | float16 | auto (bfloat16 on a CUDA GPU supporting it, else float32)."""
     device: str = "cpu"
     """cpu | cuda | auto (cuda when available)."""
     quantization: str = "none"
@@ -69,11 +70,15 @@ class ModelSpec:
 
     def __post_init__(self) -> None:
         if self.dtype not in (*_DTYPES, "auto"):
-            raise ValueError(f"ModelSpec.dtype must be one of {[*_DTYPES, 'auto']}, got {self.dtype!r}")
+            raise ValueError(
+                f"ModelSpec.dtype must be one of {[*_DTYPES, 'auto']}, got {self.dtype!r}"
+            )
         if self.device not in ("cpu", "cuda", "auto"):
             raise ValueError(f"ModelSpec.device must be cpu, cuda or auto, got {self.device!r}")
         if self.quantization not in ("none", "4bit"):
-            raise ValueError(f"ModelSpec.quantization must be none or 4bit, got {self.quantization!r}")
+            raise ValueError(
+                f"ModelSpec.quantization must be none or 4bit, got {self.quantization!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -92,7 +97,9 @@ class LoraSpec:
     def __post_init__(self) -> None:
         object.__setattr__(self, "target_modules", tuple(self.target_modules))
         if self.r < 1 or not self.target_modules or not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"invalid LoraSpec {self}: need r >= 1, target_modules, 0 <= dropout < 1")
+            raise ValueError(
+                f"invalid LoraSpec {self}: need r >= 1, target_modules, 0 <= dropout < 1"
+            )
 
 
 @dataclass(frozen=True)
@@ -192,24 +199,31 @@ def load_gguf_model(gguf_file: Path) -> tuple[PreTrainedModel, PreTrainedTokeniz
 
 
 def convert_gguf_model(gguf_file: Path, out_dir: Path) -> Path:
-    """Convert a GGUF model once into a plain safetensors folder (model + tokenizer) at `out_dir`.
+    """Convert a GGUF model once into a plain safetensors folder at `out_dir` (kept if present)."""
+    if not out_dir.is_dir():
+        model, tokenizer = load_gguf_model(gguf_file)
+        save_plain_model(model, tokenizer, out_dir)
+    return out_dir
+
+
+def save_plain_model(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, out_dir: Path
+) -> None:
+    """Save a GGUF-loaded model as a plain safetensors folder (model + tokenizer), atomically.
 
     The GGUF-loaded model keeps a quantization marker that some training paths refuse, and its
-    first generate is slow; the converted copy has the same (dequantized) weights without it. The
-    folder appears atomically: it is written under a temporary name and renamed.
+    first generate is slow; the copy has the same (dequantized) weights without the marker. The
+    folder is written under a temporary name and renamed, so an interrupted run leaves none.
     """
-    if out_dir.is_dir():
-        return out_dir
-    gguf_model, tokenizer = load_gguf_model(gguf_file)
-    config = gguf_model.config
+    config = copy.deepcopy(model.config)
     if hasattr(config, "quantization_config"):
         del config.quantization_config
     plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    missing, unexpected = plain.load_state_dict(gguf_model.state_dict(), strict=False)
+    missing, unexpected = plain.load_state_dict(model.state_dict(), strict=False)
     # Tied output embeddings may be reported missing; every other weight must be there.
-    missing = [k for k in missing if not (plain.config.tie_word_embeddings and k == "lm_head.weight")]
+    missing = [k for k in missing if not (config.tie_word_embeddings and k == "lm_head.weight")]
     if missing or unexpected:
-        raise RuntimeError(f"converting {gguf_file}: missing {missing}, unexpected {unexpected}")
+        raise RuntimeError(f"converting to {out_dir}: missing {missing}, unexpected {unexpected}")
     plain.tie_weights()
     plain.generation_config = GenerationConfig(
         bos_token_id=config.bos_token_id,
@@ -227,7 +241,6 @@ def convert_gguf_model(gguf_file: Path, out_dir: Path) -> Path:
         if not out_dir.is_dir():  # not a concurrent conversion that finished first
             raise
         shutil.rmtree(tmp)
-    return out_dir
 
 
 def _model_source(spec: ModelSpec) -> Path | str:
@@ -251,7 +264,9 @@ def load_base_model(spec: ModelSpec) -> tuple[PreTrainedModel, PreTrainedTokeniz
                 f"{device.type!r}. Use quantization 'none' on this machine."
             )
         if importlib.util.find_spec("bitsandbytes") is None:
-            raise ModelUnavailable("quantization '4bit' needs bitsandbytes: pip install bitsandbytes")
+            raise ModelUnavailable(
+                "quantization '4bit' needs bitsandbytes: pip install bitsandbytes"
+            )
     dtype = resolve_dtype(spec.dtype, device)
     source = _model_source(spec)
     kwargs: dict[str, object] = {"dtype": dtype}
@@ -262,6 +277,8 @@ def load_base_model(spec: ModelSpec) -> tuple[PreTrainedModel, PreTrainedTokeniz
             load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype
         )
         kwargs["device_map"] = {"": device.index or 0}
+    elif device.type == "cuda":
+        kwargs["device_map"] = {"": str(device)}  # straight to the GPU, no host copy
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
         model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
@@ -271,7 +288,7 @@ def load_base_model(spec: ModelSpec) -> tuple[PreTrainedModel, PreTrainedTokeniz
             f"filled Hugging Face cache); offline, download it elsewhere and set the model name "
             f"to the local folder. Cause: {err}"
         ) from err
-    if spec.quantization == "none":
+    if device.type != "cuda":
         model.to(device)
     model.eval()
     tokenizer.padding_side = "left"
@@ -299,7 +316,7 @@ class _Base:
 
 
 class TeamPolicy:
-    """One frozen base model per distinct ModelSpec plus one LoRA adapter per agent (or a shared one)."""
+    """One frozen base model per distinct ModelSpec, a LoRA adapter per agent (or a shared one)."""
 
     def __init__(
         self,
@@ -312,7 +329,9 @@ class TeamPolicy:
         self.agents = tuple(agents)
         bad = [a for a in self.agents if not _AGENT_NAME.match(a)]
         if not self.agents or bad or len(set(self.agents)) != len(self.agents):
-            raise ValueError(f"agents must be unique names matching {_AGENT_NAME.pattern}: {agents}")
+            raise ValueError(
+                f"agents must be unique names matching {_AGENT_NAME.pattern}: {agents}"
+            )
         specs = {a: model if isinstance(model, ModelSpec) else model[a] for a in self.agents}
         if shared_adapter and len(set(specs.values())) > 1:
             raise ValueError("shared_adapter=True needs one base model for all agents")
@@ -332,7 +351,9 @@ class TeamPolicy:
         )
         for spec in dict.fromkeys(specs.values()):
             base_model, tokenizer = load_base_model(spec)
-            adapters = list(dict.fromkeys(self._adapter[a] for a in self.agents if specs[a] == spec))
+            adapters = list(
+                dict.fromkeys(self._adapter[a] for a in self.agents if specs[a] == spec)
+            )
             with self._seeded(seed, base_model.device):  # LoRA A matrices are drawn at random
                 peft_model = get_peft_model(base_model, config, adapter_name=adapters[0])
                 for name in adapters[1:]:
@@ -400,13 +421,18 @@ class TeamPolicy:
                 mine = [i for i, r in enumerate(requests) if self._base_of[r.agent] is base]
                 use_fast = base.device.type == "cuda" if fast is None else fast
                 groups = (
-                    [[i for i in mine if self._adapter[requests[i].agent] == a] for a in base.adapters]
+                    [
+                        [i for i in mine if self._adapter[requests[i].agent] == a]
+                        for a in base.adapters
+                    ]
                     if use_fast
                     else [mine]
                 )
                 for group in filter(None, groups):
                     for i, gen in zip(
-                        group, self._generate_group(base, requests, prompts, group, sampling, use_fast)
+                        group,
+                        self._generate_group(base, requests, prompts, group, sampling, use_fast),
+                        strict=True,
                     ):
                         results[i] = gen
         return [g for g in results if g is not None]
@@ -437,7 +463,10 @@ class TeamPolicy:
         start = time.perf_counter()
         with torch.no_grad():
             out = base.model.generate(
-                input_ids=input_ids, attention_mask=attention_mask, generation_config=config, **kwargs
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                generation_config=config,
+                **kwargs,
             )
         _synchronize(base.device)
         seconds = time.perf_counter() - start
@@ -486,7 +515,7 @@ class TeamPolicy:
         pad = base.tokenizer.pad_token_id
         ids = torch.full((len(prompt_ids), width_p + width_c), pad, dtype=torch.long)
         mask = torch.zeros_like(ids)
-        for row, (p, c) in enumerate(zip(prompt_ids, completion_ids)):
+        for row, (p, c) in enumerate(zip(prompt_ids, completion_ids, strict=True)):
             ids[row, width_p - len(p) : width_p + len(c)] = torch.tensor(p + c, dtype=torch.long)
             mask[row, width_p - len(p) : width_p + len(c)] = 1
         ids, mask = ids.to(base.device), mask.to(base.device)
@@ -517,7 +546,10 @@ class TeamPolicy:
     # ----------------------------------------------------------------------- checkpoints
 
     def save_adapters(self, directory: Path) -> None:
-        """Write directory/<adapter>/ (peft save_pretrained) and directory/policy.json, atomically."""
+        """Write directory/<adapter>/ (peft save_pretrained) and directory/policy.json, atomically.
+
+        Each adapter folder loads with `PeftModel.from_pretrained(base_model, folder)`; policy.json
+        records the agents, their adapter and base model, and the LoRA settings."""
         directory = Path(directory)
         directory.parent.mkdir(parents=True, exist_ok=True)
         tmp = directory.parent / f".{directory.name}.tmp-{os.getpid()}"
@@ -542,11 +574,20 @@ class TeamPolicy:
         shutil.rmtree(old, ignore_errors=True)
 
     def load_adapters(self, directory: Path) -> None:
-        """Copy saved adapter weights into this policy's adapters in place (optimizers stay valid)."""
+        """Copy saved adapter weights into this policy's adapters in place (optimizers stay valid).
+
+        The directory must come from `save_adapters` of a policy with the same agents, adapter
+        names, base model names and LoRA settings."""
         directory = Path(directory)
         meta = json.loads((directory / POLICY_FILE).read_text())
-        mine = {a: {"adapter": self._adapter[a], "model": self._base_of[a].spec.name} for a in self.agents}
-        theirs = {a: {"adapter": v["adapter"], "model": v["model"]["name"]} for a, v in meta["agents"].items()}
+        mine = {
+            a: {"adapter": self._adapter[a], "model": self._base_of[a].spec.name}
+            for a in self.agents
+        }
+        theirs = {
+            a: {"adapter": v["adapter"], "model": v["model"]["name"]}
+            for a, v in meta["agents"].items()
+        }
         if mine != theirs or LoraSpec(**meta["lora"]) != self.lora:
             raise ValueError(
                 f"{directory / POLICY_FILE} holds agents {theirs} with {meta['lora']}, but this "
@@ -617,7 +658,6 @@ def _generation_config(base: _Base, sampling: SamplingSpec, static: bool) -> Gen
         "do_sample": sampling.do_sample,
         "pad_token_id": base.tokenizer.pad_token_id,
         "eos_token_id": sorted(base.stop_ids),
-        "top_k": 0,
     }
     if sampling.do_sample:
         kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k)

@@ -200,6 +200,9 @@ def problem_from_dict(d: Mapping[str, Any]) -> Problem:
     unknown = sorted(set(d) - set(_PROBLEM_FIELDS))
     if unknown:
         raise _fail(pid, "<top level>", f"unknown keys {unknown}; expected {list(_PROBLEM_FIELDS)}")
+    missing = [key for key in _PROBLEM_FIELDS if key not in d and key not in _OPTIONAL_FIELDS]
+    if missing:
+        raise _fail(pid, missing[0], f"is missing (missing keys: {missing})")
     values = {**_OPTIONAL_FIELDS, **d}
     problem_id = _string_field(values, "id", pid, "id")
     helpers = values.get("helpers")

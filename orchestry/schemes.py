@@ -115,7 +115,7 @@ _MAPPERS = frozenset({"map", "reduce", "starmap", "accumulate", "apply_along_axi
 # ... or use it to decide which elements to keep or pick (strategy filter).
 _PREDICATE_TAKERS = frozenset({"filter", "filterfalse", "takewhile", "dropwhile"})
 # Callables that wrap a function into another function calling it (aliases).
-_ALIAS_MAKERS = frozenset({"partial", "cache", "lru_cache", "wraps"})
+_ALIAS_MAKERS = frozenset({"partial", "cache", "lru_cache"})
 # Constants whose comparison with aux's result reads as "aux gave nothing usable".
 _SENTINELS = (None, False, -1, "")
 
@@ -168,7 +168,7 @@ def classify_pair(
     if aux_fn is None or _is_empty_body(aux_fn.body):
         return _result(["no_aux"])
     module_aliases = _module_aliases(main_tree, aux_name, main_fn.name)
-    return _result(_classify_main(main_fn, main_tree, aux_name, module_aliases))
+    return _result(_classify_main(main_fn, aux_name, module_aliases))
 
 
 # --- finding the two functions ------------------------------------------------------------
@@ -312,12 +312,24 @@ def _call_name(call: ast.Call) -> str | None:
 # --- aliases and wrappers -------------------------------------------------------------------
 
 
+def _wrapped_function(call: ast.Call) -> ast.expr | None:
+    """`f` in `partial(f, 1)`, `functools.cache(f)` or `functools.lru_cache(maxsize=None)(f)`."""
+    if not call.args:
+        return None
+    if _call_name(call) in _ALIAS_MAKERS:
+        return call.args[0]
+    if isinstance(call.func, ast.Call) and _call_name(call.func) in _ALIAS_MAKERS:
+        return call.args[0]
+    return None
+
+
 def _is_aux_callable(expr: ast.expr, callables: set[str]) -> bool:
     """`aux`, `partial(aux, 1)`, `functools.cache(aux)`, `lambda v: aux(v)` (for known names)."""
     if isinstance(expr, ast.Name):
         return expr.id in callables
-    if isinstance(expr, ast.Call) and _call_name(expr) in _ALIAS_MAKERS and expr.args:
-        return _is_aux_callable(expr.args[0], callables)
+    if isinstance(expr, ast.Call):
+        wrapped = _wrapped_function(expr)
+        return wrapped is not None and _is_aux_callable(wrapped, callables)
     if isinstance(expr, ast.Lambda):
         return bool(_names_loaded(expr.body) & callables)
     return False
@@ -382,7 +394,6 @@ class _Analysis:
 
 def _classify_main(
     main_fn: ast.FunctionDef | ast.AsyncFunctionDef,
-    main_tree: ast.Module,
     aux_name: str,
     module_aliases: dict[str, ast.AST],
 ) -> set[str]:
@@ -487,6 +498,10 @@ def _use_kind(fn: ast.AST, use: _Use) -> str:
     if kind != "var":
         return kind
     roles = {_load_role(load, path) for load, path in _variable_loads(fn, var)}
+    parent, _, _ = use.path[-1]
+    if isinstance(parent, ast.NamedExpr):
+        # `(r := aux(x)) is not None`: the walrus is read where it stands, too.
+        roles.add(_load_role(parent, use.path[:-1]))
     return _var_kind(roles)
 
 
@@ -503,13 +518,12 @@ def _as_use(node: ast.AST, path: tuple[Step, ...], callables: dict[str, ast.AST]
         if parent is not None and _is_alias_assignment(parent, callables):
             return None  # `f = aux`: the use is where f is called
         return _Use(node, path, False, _wrapper_of(node, callables))
-    if isinstance(node, ast.Call) and _call_name(node) in _ALIAS_MAKERS:
-        if node.args and _is_aux_callable(node.args[0], set(callables)):
-            if parent is not None and _is_alias_assignment(parent, callables):
-                return None
-            if parent is not None and isinstance(parent[0], ast.Call) and parent[1] == "func":
-                return None
-            return _Use(node, path, False, None)
+    if isinstance(node, ast.Call) and _is_aux_callable(node, set(callables)):
+        if parent is not None and _is_alias_assignment(parent, callables):
+            return None
+        if parent is not None and isinstance(parent[0], ast.Call) and parent[1] == "func":
+            return None
+        return _Use(node, path, False, None)
     if isinstance(node, ast.Lambda) and _is_aux_callable(node, set(callables)):
         if parent is not None and _is_alias_assignment(parent, callables):
             return None
@@ -523,7 +537,7 @@ def _is_alias_maker_arg(step: Step) -> bool:
         isinstance(parent, ast.Call)
         and name == "args"
         and index == 0
-        and _call_name(parent) in _ALIAS_MAKERS
+        and _wrapped_function(parent) is not None
     )
 
 
@@ -545,8 +559,9 @@ def _wrapper_of(expr: ast.expr, callables: dict[str, ast.AST]) -> ast.AST | None
         return None
     if isinstance(expr, ast.Lambda):
         return expr
-    if isinstance(expr, ast.Call) and expr.args:
-        return _wrapper_of(expr.args[0], callables)
+    if isinstance(expr, ast.Call):
+        wrapped = _wrapped_function(expr)
+        return None if wrapped is None else _wrapper_of(wrapped, callables)
     return None
 
 
@@ -562,9 +577,9 @@ def _consumer(use: _Use) -> tuple[str, str]:
     """
     if not use.is_call:
         return _reference_consumer(use), ""
-    node = use.node
-    direct = True  # the value reaches `node` unchanged (only `await` in between)
-    for parent, name, index in reversed(use.path):
+    direct = True  # the value reaches the current ancestor unchanged (only `await` between)
+    for depth in range(len(use.path) - 1, -1, -1):
+        parent, name, index = use.path[depth]
         if isinstance(parent, ast.Expr):
             return ("discarded" if direct else "transformed"), ""
         if isinstance(parent, ast.Return) or (isinstance(parent, ast.Lambda) and name == "body"):
@@ -578,7 +593,11 @@ def _consumer(use: _Use) -> tuple[str, str]:
             return "combined", ""
         if _is_test(parent, name):
             return ("fallback" if _is_validity_check(use.node, parent, name) else "predicate"), ""
-        if isinstance(parent, ast.BoolOp) and index != len(parent.values) - 1:
+        if (
+            isinstance(parent, ast.BoolOp)
+            and index != len(parent.values) - 1
+            and not _under_test(use.path[:depth])
+        ):
             return ("fallback" if isinstance(parent.op, ast.Or) else "predicate"), ""
         if isinstance(parent, ast.Subscript) and name == "slice":
             return "select", ""
@@ -587,7 +606,6 @@ def _consumer(use: _Use) -> tuple[str, str]:
         if isinstance(parent, ast.stmt):
             return "transformed", ""
         direct = direct and isinstance(parent, ast.Await)
-        node = parent
     return "transformed", ""
 
 
@@ -598,22 +616,31 @@ def _is_use_call(call: ast.Call, use: _Use) -> bool:
 
 
 def _reference_consumer(use: _Use) -> str:
-    """aux passed as a value: predicate/key, mapper, or discarded with its enclosing call."""
+    """aux passed as a value: a key or predicate, a function mapped over elements, or other."""
     parent, name, index = use.path[-1]
-    if isinstance(parent, ast.keyword):
-        if parent.arg == "key":
-            return "predicate"
-        return "mapper"
-    if isinstance(parent, ast.Call) and name == "args":
+    if isinstance(parent, ast.keyword) and parent.arg == "key":
+        return "predicate"
+    if isinstance(parent, ast.Call) and name == "args" and index == 0:
         callee = _call_name(parent)
-        if callee in _PREDICATE_TAKERS and index == 0:
+        if callee in _PREDICATE_TAKERS:
             return "predicate"
         if callee in _MAPPERS:
             return "mapper"
-        return "mapper"  # handed to another function that decides how often to call it
     if isinstance(parent, ast.Return):
         return "returned"
+    # Handed to some other code (a list of functions, an unknown higher-order function): used,
+    # but with no scheme of its own.
     return "transformed"
+
+
+def _under_test(path: tuple[Step, ...]) -> bool:
+    """The innermost statement or lambda above this path holds it in a test position."""
+    for parent, name, _ in reversed(path):
+        if _is_test(parent, name):
+            return True
+        if isinstance(parent, ast.stmt | ast.Lambda):
+            return False
+    return False
 
 
 def _is_test(parent: ast.AST, name: str) -> bool:
@@ -630,7 +657,7 @@ def _is_validity_check(node: ast.AST, parent: ast.AST, name: str) -> bool:
 
 
 def _checks_validity(test: ast.expr, node: ast.AST) -> bool:
-    if test is node and isinstance(node, ast.Name):
+    if test is node and isinstance(node, ast.Name | ast.NamedExpr):
         return True  # `if r:` on a stored result (a direct `if aux(x):` is a predicate)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return _checks_validity(test.operand, node)
@@ -640,13 +667,16 @@ def _checks_validity(test: ast.expr, node: ast.AST) -> bool:
         left, right = test.left, test.comparators[0]
         if isinstance(test.ops[0], ast.Is | ast.IsNot) and _mentions(left, node):
             return True
+        if isinstance(test.ops[0], ast.Eq | ast.NotEq | ast.Lt | ast.LtE | ast.Gt):
+            if _is_len_of(left, node) and isinstance(right, ast.Constant) and right.value in (0, 1):
+                return True  # `len(r) == 0`, `len(r) < 1`, `len(r) > 0`
         if isinstance(test.ops[0], ast.Eq | ast.NotEq):
             return (_mentions(left, node) and _is_sentinel(right)) or (
                 _mentions(right, node) and _is_sentinel(left)
             )
-        if isinstance(test.ops[0], ast.Eq | ast.Lt | ast.LtE) and _is_len_of(left, node):
-            return True
         return False
+    if _is_len_of(test, node):
+        return True  # `if len(r):` / `if not len(r):`
     if isinstance(test, ast.Call) and _call_name(test) in ("isinstance", "callable"):
         return bool(test.args) and _mentions(test.args[0], node)
     return False
@@ -683,7 +713,7 @@ def _variable_loads(fn: ast.AST, name: str) -> list[tuple[ast.Name, tuple[Step, 
     ]
 
 
-def _load_role(load: ast.Name, path: tuple[Step, ...]) -> str:
+def _load_role(load: ast.expr, path: tuple[Step, ...]) -> str:
     """The role of one read of a variable holding aux's result."""
     kind, _ = _consumer(_Use(load, path, True, None))
     if kind == "fallback":
@@ -857,11 +887,11 @@ def _is_thin_wrapper(fn: ast.AST, uses: list[_Use]) -> bool:
     if not _plain_args(call, params):
         return False
     if len(body) == 1 and isinstance(body[0], ast.Return):
-        return body[0].value is call
+        return _awaited(body[0].value) is call
     if len(body) == 2 and isinstance(body[0], ast.Assign) and isinstance(body[1], ast.Return):
         targets, ret = body[0].targets, body[1].value
         return (
-            body[0].value is call
+            _awaited(body[0].value) is call
             and len(targets) == 1
             and isinstance(targets[0], ast.Name)
             and isinstance(ret, ast.Name)
@@ -876,6 +906,11 @@ def _is_alias_statement(stmt: ast.stmt, uses: list[_Use]) -> bool:
         return False
     value = stmt.value
     is_alias = isinstance(value, ast.Name) or (
-        isinstance(value, ast.Call) and _call_name(value) in _ALIAS_MAKERS
+        isinstance(value, ast.Call) and _wrapped_function(value) is not None
     )
     return is_alias and not any(_mentions(stmt, use.node) for use in uses)
+
+
+def _awaited(expr: ast.expr | None) -> ast.expr | None:
+    """`aux(x)` for `await aux(x)`, anything else unchanged."""
+    return expr.value if isinstance(expr, ast.Await) else expr

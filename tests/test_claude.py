@@ -242,6 +242,21 @@ def test_budget_refuses_the_call_that_could_exceed_it(harness: Harness) -> None:
     assert client.spent_usd <= budget
 
 
+def test_budget_is_checked_before_every_retry(harness: Harness) -> None:
+    harness.server.enqueue(Scripted(delay_s=5.0, body=message_reply("too late").body))
+    worst = worst_case(SYSTEM, MESSAGES, 100)
+    client = harness.client(timeout_s=0.3, max_tokens=100, budget_usd=1.5 * worst)
+
+    with pytest.raises(BudgetExceeded, match=r"\(attempt 2\)"):
+        client.complete(SYSTEM, MESSAGES)
+
+    assert len(harness.server.requests) == 1
+    assert client.spent_usd == pytest.approx(worst) and client.spent_usd <= 1.5 * worst
+    [line] = harness.ledger_lines()
+    assert (line["outcome"], line["attempts"]) == ("failed", 1)
+    assert line["cost_usd"] == pytest.approx(worst)
+
+
 def test_cache_hit_makes_no_request_and_costs_nothing(harness: Harness) -> None:
     harness.server.enqueue(message_reply("cached text", input_tokens=9, output_tokens=4))
     first = harness.client(cache_dir=str(harness.cache)).complete(SYSTEM, MESSAGES)

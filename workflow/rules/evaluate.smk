@@ -31,6 +31,7 @@ rule baseline:
         anthropic=config["anthropic"],
     conda:
         "../../environment.yml"
+    threads: 2  # torch uses every core: one model stage at a time on a 2-core laptop
     log:
         "logs/baseline_{baseline}.log",
     shell:
@@ -55,6 +56,7 @@ rule evaluate:
         evaluate=config["evaluate"],
     conda:
         "../../environment.yml"
+    threads: 2  # torch uses every core: one model stage at a time on a 2-core laptop
     log:
         "logs/evaluate.log",
     shell:

@@ -26,6 +26,7 @@ rule smoke:
         smoke=config["smoke"],
     conda:
         "../../environment.yml"
+    threads: 2  # torch uses every core: one model stage at a time on a 2-core laptop
     log:
         "logs/smoke.log",
     shell:
@@ -53,6 +54,7 @@ rule train:
         anthropic=config["anthropic"],
     conda:
         "../../environment.yml"
+    threads: 2  # torch uses every core: one model stage at a time on a 2-core laptop
     log:
         "logs/train.log",
     shell:
