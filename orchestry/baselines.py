@@ -39,7 +39,9 @@ def run(params: Params, name: str) -> None:
     n, sampling, scorer = params.evaluate.n_samples, sampling_spec(params), make_scorer(params)
     if name == "single":
         model_name = params.evaluate.single_model or params.model.name
-        p = params.model_copy(update={"model": params.model.model_copy(update={"name": model_name})})
+        p = params.model_copy(
+            update={"model": params.model.model_copy(update={"name": model_name})}
+        )
         gen = make_generator(p, ["single"], out_dir)
         rows = single(gen, problems, "single", n, sampling, scorer)
     else:
@@ -53,4 +55,3 @@ def run(params: Params, name: str) -> None:
         else:
             raise ValueError(f"unknown baseline {name!r}")
     write_run(out_dir, rows, params)
-

@@ -130,7 +130,9 @@ def make_scorer(params: Params):
     from orchestry.protocols import Scorer
     from orchestry.rewards import RewardWeights
 
-    return Scorer(RewardWeights(**params.reward.model_dump()), sandbox_limits(params), params.sandbox.workers)
+    return Scorer(
+        RewardWeights(**params.reward.model_dump()), sandbox_limits(params), params.sandbox.workers
+    )
 
 
 def make_generator(params: Params, agents: list[str], out_dir: Path):

@@ -20,7 +20,9 @@ from orchestry.params import BASELINE_NAMES, Params
 from orchestry.schemes import LABELS, classify_pair
 
 ROLLOUTS = Path("results/train/rollouts.jsonl")
-GENERATIONS = [Path(f"results/baselines/{n}/generations.jsonl") for n in BASELINE_NAMES if n != "single"]
+GENERATIONS = [
+    Path(f"results/baselines/{n}/generations.jsonl") for n in BASELINE_NAMES if n != "single"
+]
 GENERATIONS.append(Path("results/evaluate/generations.jsonl"))
 OUT_DIR = Path("results/schemes")
 
@@ -35,10 +37,22 @@ def _pair(row: dict[str, Any]) -> tuple[str, str, str, str]:
 def pairs(paths: list[Path], rollouts: Path) -> Iterator[dict[str, Any]]:
     """Every analysable pair, tagged with its source run, method, step and turn."""
     for row in atomic.read_jsonl(rollouts):
-        yield {"source": "train", "method": "magrpo (training)", "step": row["step"], "turn": row["turn"], **_fields(row)}
+        yield {
+            "source": "train",
+            "method": "magrpo (training)",
+            "step": row["step"],
+            "turn": row["turn"],
+            **_fields(row),
+        }
     for path in paths:
         for row in atomic.read_jsonl(path):
-            yield {"source": path.parent.name, "method": row["method"], "step": "", "turn": 1, **_fields(row)}
+            yield {
+                "source": path.parent.name,
+                "method": row["method"],
+                "step": "",
+                "turn": 1,
+                **_fields(row),
+            }
 
 
 def _fields(row: dict[str, Any]) -> dict[str, Any]:
@@ -55,7 +69,9 @@ def _fields(row: dict[str, Any]) -> dict[str, Any]:
 def window_edges(max_step: int, windows: int) -> list[tuple[int, int]]:
     """Split steps 0..max_step into `windows` contiguous, nearly equal ranges (inclusive)."""
     bounds = np.linspace(0, max_step + 1, min(windows, max_step + 1) + 1).round().astype(int)
-    return [(int(lo), int(hi) - 1) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True) if hi > lo]
+    return [
+        (int(lo), int(hi) - 1) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True) if hi > lo
+    ]
 
 
 def summarize(rows: list[dict[str, Any]], windows: int) -> dict[str, Any]:
@@ -69,14 +85,22 @@ def summarize(rows: list[dict[str, Any]], windows: int) -> dict[str, Any]:
     evolution = []
     if train:
         for lo, hi in window_edges(max(r["step"] for r in train), windows):
-            evolution.append({"steps": [lo, hi], **counts([r for r in train if lo <= r["step"] <= hi])})
-    return {"labels": list(LABELS), "per_method": {m: counts([r for r in rows if r["method"] == m]) for m in methods}, "training_windows": evolution}
+            evolution.append(
+                {"steps": [lo, hi], **counts([r for r in train if lo <= r["step"] <= hi])}
+            )
+    return {
+        "labels": list(LABELS),
+        "per_method": {m: counts([r for r in rows if r["method"] == m]) for m in methods},
+        "training_windows": evolution,
+    }
 
 
 def run(params: Params) -> None:
     missing = [str(p) for p in [ROLLOUTS, *GENERATIONS] if not p.is_file()]
     if missing:
-        raise FileNotFoundError(f"schemes needs {', '.join(missing)}; run train, baseline and evaluate first")
+        raise FileNotFoundError(
+            f"schemes needs {', '.join(missing)}; run train, baseline and evaluate first"
+        )
     rows = list(pairs(GENERATIONS, ROLLOUTS))
     buf = io.StringIO()
     fields = ["source", "method", "step", "turn", "problem_id", "primary", "flags", *LABELS]

@@ -21,12 +21,18 @@ def run(params: Params) -> None:
     if not problems:
         raise FileNotFoundError("the test split is empty; give prepare.sets some n_test")
     if not ADAPTERS.is_dir():
-        raise FileNotFoundError(f"{ADAPTERS} is missing; run the train stage first (dvc repro train)")
+        raise FileNotFoundError(
+            f"{ADAPTERS} is missing; run the train stage first (dvc repro train)"
+        )
     seed_everything(params.seed)
     policy = make_policy(params)
     policy.load_adapters(ADAPTERS)
     roles = Roles.from_agents(params.model.agents)
     e = params.evaluate
-    rows = team(policy, problems, roles, e.n_samples, sampling_spec(params), make_scorer(params), "magrpo")
+    rows = team(
+        policy, problems, roles, e.n_samples, sampling_spec(params), make_scorer(params), "magrpo"
+    )
     atomic.write_jsonl(OUT_DIR / "generations.jsonl", rows)
-    atomic.write_json(OUT_DIR / "metrics.json", compute_metrics(rows, e.ks, e.bootstrap, params.seed))
+    atomic.write_json(
+        OUT_DIR / "metrics.json", compute_metrics(rows, e.ks, e.bootstrap, params.seed)
+    )

@@ -36,7 +36,12 @@ METHOD_LABELS = {
     "discussion": "Discussion",
     "magrpo": "MAGRPO (ours)",
 }
-LEVELS = [("structure", "Structure"), ("syntax", "Syntax"), ("tests", "Tests"), ("cooperation", "Cooperation")]
+LEVELS = [
+    ("structure", "Structure"),
+    ("syntax", "Syntax"),
+    ("tests", "Tests"),
+    ("cooperation", "Cooperation"),
+]
 
 
 def metric_paths() -> dict[str, Path]:
@@ -53,7 +58,10 @@ def _style() -> None:
 def _save(fig: plt.Figure, name: str) -> None:
     FIG_DIR.mkdir(parents=True, exist_ok=True)
     for ext in ("png", "pdf"):
-        fig.savefig(FIG_DIR / f"{name}.{ext}", metadata={"CreationDate": None} if ext == "pdf" else {"Software": None})
+        fig.savefig(
+            FIG_DIR / f"{name}.{ext}",
+            metadata={"CreationDate": None} if ext == "pdf" else {"Software": None},
+        )
     plt.close(fig)
 
 
@@ -79,7 +87,14 @@ def plot_training(runs: list[pd.DataFrame], smoothing: int) -> None:
         mean = curves.mean(axis=0)
         ax.plot(steps, mean, color=color, lw=2, label=f"mean of {len(curves)} run(s)")
         if len(curves) > 1:
-            ax.fill_between(steps, curves.min(axis=0), curves.max(axis=0), color=color, alpha=0.25, label="min-max across seeds")
+            ax.fill_between(
+                steps,
+                curves.min(axis=0),
+                curves.max(axis=0),
+                color=color,
+                alpha=0.25,
+                label="min-max across seeds",
+            )
         ax.set_title(label)
         ax.set_xlabel("Training step")
         ax.set_ylabel("Reward (points)")
@@ -93,7 +108,12 @@ def plot_comparison(table: pd.DataFrame) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     colors = sns.color_palette("colorblind", len(table))
     for ax, (col, ci, label) in zip(
-        axes, [("pass@1", "pass@1_ci95", "pass@1 (fraction of problems)"), ("return_mean", "return_ci95", "Mean return (max 4.0)")], strict=True
+        axes,
+        [
+            ("pass@1", "pass@1_ci95", "pass@1 (fraction of problems)"),
+            ("return_mean", "return_ci95", "Mean return (max 4.0)"),
+        ],
+        strict=True,
     ):
         vals = table[col].to_numpy()
         lo = vals - table[ci].map(lambda c: c[0]).to_numpy()
@@ -113,7 +133,14 @@ def plot_comparison(table: pd.DataFrame) -> None:
 def plot_speed(table: pd.DataFrame) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     colors = sns.color_palette("colorblind", len(table))
-    for ax, (col, label) in zip(axes, [("tokens_per_s", "Generated tokens / s"), ("response_seconds_mean", "Response time per sample (s)")], strict=True):
+    for ax, (col, label) in zip(
+        axes,
+        [
+            ("tokens_per_s", "Generated tokens / s"),
+            ("response_seconds_mean", "Response time per sample (s)"),
+        ],
+        strict=True,
+    ):
         ax.bar(table["label"], table[col], color=colors, edgecolor="black")
         ax.set_ylabel(label)
         ax.set_xlabel("Method")
@@ -136,7 +163,14 @@ def plot_schemes(summary: dict[str, Any]) -> None:
     left = np.zeros(len(methods))
     fr = np.array([_fractions(summary["per_method"][m]["primary"], labels) for m in methods])
     for j, label in enumerate(labels):
-        ax.barh(methods, fr[:, j], left=left, color=colors[j], label=label.replace("_", " "), edgecolor="white")
+        ax.barh(
+            methods,
+            fr[:, j],
+            left=left,
+            color=colors[j],
+            label=label.replace("_", " "),
+            edgecolor="white",
+        )
         left += fr[:, j]
     ax.set_xlabel("Fraction of (aux, main) pairs (primary label)")
     ax.set_xlim(0, 1)
@@ -152,7 +186,14 @@ def plot_schemes(summary: dict[str, Any]) -> None:
         fr = np.array([_fractions(w["primary"], labels) for w in windows])
         bottom = np.zeros(len(windows))
         for j, label in enumerate(labels):
-            ax.bar(names, fr[:, j], bottom=bottom, color=colors[j], label=label.replace("_", " "), edgecolor="white")
+            ax.bar(
+                names,
+                fr[:, j],
+                bottom=bottom,
+                color=colors[j],
+                label=label.replace("_", " "),
+                edgecolor="white",
+            )
             bottom += fr[:, j]
     ax.set_xlabel("Training steps (window)")
     ax.set_ylabel("Fraction of pairs")
@@ -168,24 +209,56 @@ def load_table() -> pd.DataFrame:
     for method, path in metric_paths().items():
         if not path.is_file():
             raise FileNotFoundError(f"{path} is missing; run the baseline/evaluate stages first")
-        rows.append({"method": method, "label": METHOD_LABELS[method], **json.loads(path.read_text())})
+        rows.append(
+            {"method": method, "label": METHOD_LABELS[method], **json.loads(path.read_text())}
+        )
     return pd.DataFrame(rows)
 
 
 def results_markdown(table: pd.DataFrame, train: dict[str, Any], summary: dict[str, Any]) -> str:
     ks = [c for c in table.columns if c.startswith("pass@") and not c.endswith("ci95")]
-    lines = ["# Results", "", "Generated by `python -m orchestry figures` from the metrics files; do not edit.", ""]
+    lines = [
+        "# Results",
+        "",
+        "Generated by `python -m orchestry figures` from the metrics files; do not edit.",
+        "",
+    ]
     lines += ["## Methods on the test split", ""]
-    head = ["Method", *ks, "pass@1 95% CI", "Return", "Return 95% CI", "Syntax", "Test pass rate", "Coop. rate", "Tokens/s", "s/sample"]
+    head = [
+        "Method",
+        *ks,
+        "pass@1 95% CI",
+        "Return",
+        "Return 95% CI",
+        "Syntax",
+        "Test pass rate",
+        "Coop. rate",
+        "Tokens/s",
+        "s/sample",
+    ]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for _, r in table.iterrows():
         cells = [r["label"], *(f"{r[k]:.3f}" for k in ks)]
-        cells += [f"[{r['pass@1_ci95'][0]:.3f}, {r['pass@1_ci95'][1]:.3f}]", f"{r['return_mean']:.3f}"]
-        cells += [f"[{r['return_ci95'][0]:.3f}, {r['return_ci95'][1]:.3f}]", f"{r['syntax_rate']:.3f}"]
-        cells += [f"{r['test_pass_rate']:.3f}", f"{r['coop_rate']:.3f}", f"{r['tokens_per_s']:.1f}", f"{r['response_seconds_mean']:.2f}"]
+        cells += [
+            f"[{r['pass@1_ci95'][0]:.3f}, {r['pass@1_ci95'][1]:.3f}]",
+            f"{r['return_mean']:.3f}",
+        ]
+        cells += [
+            f"[{r['return_ci95'][0]:.3f}, {r['return_ci95'][1]:.3f}]",
+            f"{r['syntax_rate']:.3f}",
+        ]
+        cells += [
+            f"{r['test_pass_rate']:.3f}",
+            f"{r['coop_rate']:.3f}",
+            f"{r['tokens_per_s']:.1f}",
+            f"{r['response_seconds_mean']:.2f}",
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "## Training", ""]
-    lines += [f"- {k}: {v:.4g}" if isinstance(v, float) else f"- {k}: {v}" for k, v in sorted(train.items())]
+    lines += [
+        f"- {k}: {v:.4g}" if isinstance(v, float) else f"- {k}: {v}"
+        for k, v in sorted(train.items())
+    ]
     lines += ["", "## Cooperation schemes (primary label, share of pairs)", ""]
     labels = summary["labels"]
     lines += ["| Method | pairs | " + " | ".join(labels) + " |", "|" + "---|" * (len(labels) + 2)]

@@ -34,7 +34,9 @@ def bootstrap_ci(values: Sequence[float], resamples: int, seed: int) -> tuple[fl
     return float(lo), float(hi)
 
 
-def compute_metrics(rows: Sequence[dict[str, Any]], ks: Sequence[int], resamples: int, seed: int) -> dict[str, Any]:
+def compute_metrics(
+    rows: Sequence[dict[str, Any]], ks: Sequence[int], resamples: int, seed: int
+) -> dict[str, Any]:
     """Metrics of one method from its generations.jsonl rows (one row per sample)."""
     by_problem: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
@@ -44,7 +46,11 @@ def compute_metrics(rows: Sequence[dict[str, Any]], ks: Sequence[int], resamples
     n_min = min(len(v) for v in by_problem.values())
     per_problem_pass1 = []
     per_problem_return = []
-    out: dict[str, Any] = {"problems": len(by_problem), "samples": len(rows), "n_per_problem": n_min}
+    out: dict[str, Any] = {
+        "problems": len(by_problem),
+        "samples": len(rows),
+        "n_per_problem": n_min,
+    }
     for k in ks:
         if k > n_min:
             continue
@@ -57,10 +63,14 @@ def compute_metrics(rows: Sequence[dict[str, Any]], ks: Sequence[int], resamples
     out["return_mean"] = float(np.mean(per_problem_return))
     out["pass@1_ci95"] = list(bootstrap_ci(per_problem_pass1, resamples, seed))
     out["return_ci95"] = list(bootstrap_ci(per_problem_return, resamples, seed))
-    out["structure_rate"] = float(np.mean([r["reward"]["structure"] > 0 and r["main_defined"] for r in rows]))
+    out["structure_rate"] = float(
+        np.mean([r["reward"]["structure"] > 0 and r["main_defined"] for r in rows])
+    )
     out["syntax_rate"] = float(np.mean([r["reward"]["syntax"] > 0 for r in rows]))
     out["test_pass_rate"] = float(np.mean([r["reward"]["pass_rate"] for r in rows]))
-    out["coop_rate"] = float(np.mean([r["reward"]["main_calls_aux"] and r["reward"]["pass_rate"] > 0 for r in rows]))
+    out["coop_rate"] = float(
+        np.mean([r["reward"]["main_calls_aux"] and r["reward"]["pass_rate"] > 0 for r in rows])
+    )
     seconds = sum(r["seconds"] for r in rows)
     tokens = sum(r["new_tokens"] for r in rows)
     out["response_seconds_mean"] = seconds / len(rows)

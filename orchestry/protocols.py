@@ -15,8 +15,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from orchestry.env import SYSTEM_PROMPT, Roles, agent_code, extract_code, initial_messages, next_messages
-from orchestry.policy import GenRequest, Generation, SamplingSpec
+from orchestry.env import (
+    SYSTEM_PROMPT,
+    Roles,
+    agent_code,
+    extract_code,
+    initial_messages,
+    next_messages,
+)
+from orchestry.policy import Generation, GenRequest, SamplingSpec
 from orchestry.problems import Problem
 from orchestry.rewards import JointAction, RewardWeights, score_joint_actions
 from orchestry.rollout import Generator
@@ -35,9 +42,13 @@ class Scorer:
         items: Sequence[tuple[Problem, int, dict[str, str], JointAction, float, int]],
     ) -> list[dict[str, Any]]:
         """items: (problem, sample index, code by agent, joint action, seconds, new tokens) per sample."""
-        scored = score_joint_actions([it[3] for it in items], self.weights, self.limits, self.workers)
+        scored = score_joint_actions(
+            [it[3] for it in items], self.weights, self.limits, self.workers
+        )
         rows = []
-        for (problem, idx, code, action, seconds, tokens), (reward, report) in zip(items, scored, strict=True):
+        for (problem, idx, code, action, seconds, tokens), (reward, report) in zip(
+            items, scored, strict=True
+        ):
             facts = action.facts()
             rows.append(
                 {
@@ -71,7 +82,15 @@ def _per_sample(gen: Generation) -> tuple[float, list[int]]:
     return gen.seconds / n, tokens
 
 
-def team(gen: Generator, problems: Sequence[Problem], roles: Roles, n: int, sampling: SamplingSpec, scorer: Scorer, method: str) -> list[dict[str, Any]]:
+def team(
+    gen: Generator,
+    problems: Sequence[Problem],
+    roles: Roles,
+    n: int,
+    sampling: SamplingSpec,
+    scorer: Scorer,
+    method: str,
+) -> list[dict[str, Any]]:
     agents = roles.agents
     requests = [GenRequest(a, initial_messages(p, roles, a), n) for p in problems for a in agents]
     gens = gen.generate(requests, sampling)
@@ -95,7 +114,14 @@ def single_messages(problem: Problem) -> list[dict[str, str]]:
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
-def single(gen: Generator, problems: Sequence[Problem], agent: str, n: int, sampling: SamplingSpec, scorer: Scorer) -> list[dict[str, Any]]:
+def single(
+    gen: Generator,
+    problems: Sequence[Problem],
+    agent: str,
+    n: int,
+    sampling: SamplingSpec,
+    scorer: Scorer,
+) -> list[dict[str, Any]]:
     gens = gen.generate([GenRequest(agent, single_messages(p), n) for p in problems], sampling)
     items = []
     for p, g in zip(problems, gens, strict=True):
@@ -112,18 +138,34 @@ def _with_teammates(messages: list[dict[str, str]], note: str) -> list[dict[str,
     return [*head, {"role": last["role"], "content": f"{last['content']}\n\n{note}"}]
 
 
-def sequential(gen: Generator, problems: Sequence[Problem], roles: Roles, n: int, sampling: SamplingSpec, scorer: Scorer) -> list[dict[str, Any]]:
-    helper_reqs = [GenRequest(a, initial_messages(p, roles, a), n) for p in problems for a in roles.helpers]
+def sequential(
+    gen: Generator,
+    problems: Sequence[Problem],
+    roles: Roles,
+    n: int,
+    sampling: SamplingSpec,
+    scorer: Scorer,
+) -> list[dict[str, Any]]:
+    helper_reqs = [
+        GenRequest(a, initial_messages(p, roles, a), n) for p in problems for a in roles.helpers
+    ]
     helper_gens = gen.generate(helper_reqs, sampling)
     h = len(roles.helpers)
     main_reqs, helper_code = [], []
     for pi, p in enumerate(problems):
         for i in range(n):
-            code = {a: agent_code(helper_gens[pi * h + ai].texts[i], p, roles, a) for ai, a in enumerate(roles.helpers)}
+            code = {
+                a: agent_code(helper_gens[pi * h + ai].texts[i], p, roles, a)
+                for ai, a in enumerate(roles.helpers)
+            }
             helper_code.append(code)
             shown = "\n\n".join(c for c in code.values() if c) or "# (the helper wrote no code)"
             note = f"Your teammates already wrote:\n\n```python\n{shown}\n```"
-            main_reqs.append(GenRequest(roles.main, _with_teammates(initial_messages(p, roles, roles.main), note), 1))
+            main_reqs.append(
+                GenRequest(
+                    roles.main, _with_teammates(initial_messages(p, roles, roles.main), note), 1
+                )
+            )
     main_gens = gen.generate(main_reqs, sampling)
     items = []
     for pi, p in enumerate(problems):
@@ -139,22 +181,41 @@ def sequential(gen: Generator, problems: Sequence[Problem], roles: Roles, n: int
     return scorer.rows("sequential", items)
 
 
-def discussion(gen: Generator, problems: Sequence[Problem], roles: Roles, n: int, sampling: SamplingSpec, scorer: Scorer) -> list[dict[str, Any]]:
+def discussion(
+    gen: Generator,
+    problems: Sequence[Problem],
+    roles: Roles,
+    n: int,
+    sampling: SamplingSpec,
+    scorer: Scorer,
+) -> list[dict[str, Any]]:
     agents = roles.agents
-    first = gen.generate([GenRequest(a, initial_messages(p, roles, a), n) for p in problems for a in agents], sampling)
+    first = gen.generate(
+        [GenRequest(a, initial_messages(p, roles, a), n) for p in problems for a in agents],
+        sampling,
+    )
     second_reqs, cost = [], []
     for pi, p in enumerate(problems):
         per = {a: first[pi * len(agents) + ai] for ai, a in enumerate(agents)}
         for i in range(n):
             codes = {a: agent_code(per[a].texts[i], p, roles, a) for a in agents}
-            cost.append((sum(_per_sample(g)[0] for g in per.values()), sum(_per_sample(g)[1][i] for g in per.values())))
+            cost.append(
+                (
+                    sum(_per_sample(g)[0] for g in per.values()),
+                    sum(_per_sample(g)[1][i] for g in per.values()),
+                )
+            )
             for a in agents:
                 others = "\n\n".join(c for b, c in codes.items() if b != a and c) or "# (no code)"
                 note = (
                     f"Your teammates answered:\n\n```python\n{others}\n```\n\n"
                     "Revise your own function so the team's program works, and answer with one code block."
                 )
-                second_reqs.append(GenRequest(a, next_messages(initial_messages(p, roles, a), per[a].texts[i], note), 1))
+                second_reqs.append(
+                    GenRequest(
+                        a, next_messages(initial_messages(p, roles, a), per[a].texts[i], note), 1
+                    )
+                )
     second = gen.generate(second_reqs, sampling)
     items = []
     for pi, p in enumerate(problems):

@@ -25,7 +25,7 @@ from orchestry.env import (
     next_messages,
 )
 from orchestry.magrpo import turn_return
-from orchestry.policy import GenRequest, Generation, SamplingSpec
+from orchestry.policy import Generation, GenRequest, SamplingSpec
 from orchestry.problems import Problem
 from orchestry.rewards import JointAction, RewardBreakdown, RewardWeights, score_joint_actions
 from orchestry.sandbox import SandboxLimits, TestReport

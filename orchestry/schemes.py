@@ -1,6 +1,7 @@
 """Cooperation schemes between a helper function `aux` and a main function, read from the AST.
 
-The paper reports that trained agents settle into recognisable ways of working together. Each
+MAGRPO (arXiv 2508.04652) reports that trained agents settle into recognisable ways of working
+together: fallback, decorator, coordinator and strategy filter. Each
 (aux, main) pair is classified from its code alone; the names of aux and main always come from the
 problem (arguments), never from guessing at names such as "helper".
 
@@ -9,7 +10,8 @@ Schemes (cooperation):
 - ``fallback`` -- main calls aux and falls back to its own logic when aux fails or returns an
   unusable value: the call sits in a ``try`` whose handler does more than re-raise, or aux's
   result is checked for validity (``is None``, truthiness, ``isinstance``, ``len(r) == 0``, a
-  sentinel such as ``-1``) and is also used as a value, or main writes ``aux(x) or default``::
+  sentinel such as ``-1``) and is also used as a value, or main writes ``aux(x) or default``
+  (a check whose only branch raises, or an ``assert``, validates instead: decorator)::
 
       def main(x):
           try:
@@ -17,16 +19,18 @@ Schemes (cooperation):
           except ValueError:
               return x * 2
 
-- ``decorator`` -- main calls aux once and pre-processes its inputs (an argument that is not one of
-  main's parameters passed unchanged, or an early-return guard on the inputs before the call)
-  and/or post-processes its result (the value feeds a larger expression)::
+- ``decorator`` -- main calls aux once (not in a loop) and pre-processes its inputs (an argument
+  that is not one of main's parameters passed unchanged, or an early-return guard on the inputs
+  before the call) and/or post-processes its result (the value feeds a larger expression); it is
+  also the label of any other use of aux's value that no scheme below describes::
 
       def main(s):
           return aux(s.strip()).upper()
 
 - ``coordinator`` -- main decomposes the task and calls aux several times: in a loop or
   comprehension, through ``map``/``functools.reduce``, or on different arguments in calls that can
-  run on the same path, and combines the results::
+  run on the same path (not in exclusive branches, not ``aux(aux(x))``), and combines the
+  results; a call in a loop whose value is only tested is a strategy filter instead::
 
       def main(xs):
           return sum(aux(x) for x in xs)
@@ -41,19 +45,35 @@ Schemes (cooperation):
 Outcomes (no cooperation):
 
 - ``thin_wrapper`` -- main only returns aux's result for its own parameters passed unchanged
-  (constants allowed): ``return aux(x)`` or ``r = aux(x)`` then ``return r``;
-  ``return aux(x.lower())`` pre-processes and is a decorator instead;
+  (constants allowed): ``return aux(x)`` or ``r = aux(x)`` then ``return r`` (``await``
+  allowed); ``return aux(x.lower())`` pre-processes and is a decorator instead::
+
+      def main(x):
+          return aux(x)
+
 - ``ignored_result`` -- main calls aux but never uses the value (``aux(x)`` as a statement, or a
-  variable that is never read);
+  variable that is never read)::
+
+      def main(x):
+          aux(x)
+          return x
+
 - ``no_call`` -- main never calls or passes aux in live code::
 
       def main(x):
           return x + 1
 
-- ``no_aux`` -- aux's code has no function named ``aux_name``, or its body is empty
-  (docstring, ``pass``, ``...`` or ``raise NotImplementedError`` only);
+- ``no_aux`` -- aux's code has no function named ``aux_name`` (``aux = 5`` is not one), or its
+  body is empty (docstring, ``pass``, ``...`` or ``raise NotImplementedError`` only)::
+
+      def aux(x):
+          pass
+
 - ``unparsable`` -- aux's or main's code is not valid Python, or main's code holds no function
-  to classify.
+  to classify (no ``main_name``; with ``main_name=None``, no function other than aux)::
+
+      def main(x)
+          return aux(x)
 
 An outcome excludes every other label, so its flag set is that single outcome. The four schemes can
 co-occur; ``flags`` holds all that apply and ``primary`` is the first in this precedence::
@@ -592,7 +612,10 @@ def _consumer(use: _Use) -> tuple[str, str]:
         if isinstance(parent, ast.AugAssign):
             return "combined", ""
         if _is_test(parent, name):
-            return ("fallback" if _is_validity_check(use.node, parent, name) else "predicate"), ""
+            if not _is_validity_check(use.node, parent, name):
+                return "predicate", ""
+            # A check that only raises validates aux's value: post-processing, no fallback.
+            return ("transformed" if _only_raises(parent) else "fallback"), ""
         if (
             isinstance(parent, ast.BoolOp)
             and index != len(parent.values) - 1
@@ -647,6 +670,15 @@ def _is_test(parent: ast.AST, name: str) -> bool:
     if isinstance(parent, ast.If | ast.While | ast.IfExp | ast.Assert) and name == "test":
         return True
     return isinstance(parent, ast.comprehension) and name == "ifs"
+
+
+def _only_raises(check: ast.AST) -> bool:
+    """`assert r is not None`, or an `if` whose only branch raises: nothing computed instead."""
+    if isinstance(check, ast.Assert):
+        return True
+    if isinstance(check, ast.If):
+        return not check.orelse and all(isinstance(stmt, ast.Raise) for stmt in check.body)
+    return False
 
 
 def _is_validity_check(node: ast.AST, parent: ast.AST, name: str) -> bool:

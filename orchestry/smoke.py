@@ -23,10 +23,14 @@ OUT = Path("results/smoke/smoke.json")
 def run(params: Params) -> None:
     problems = read_split("train")[: params.smoke.problems]
     if len(problems) < params.smoke.problems:
-        raise TrainingFailed(f"smoke needs {params.smoke.problems} training problems, have {len(problems)}")
+        raise TrainingFailed(
+            f"smoke needs {params.smoke.problems} training problems, have {len(problems)}"
+        )
     seed_everything(params.seed)
     policy = make_policy(params)
-    before = {a: {k: v.clone() for k, v in policy.adapter_state(a).items()} for a in params.model.agents}
+    before = {
+        a: {k: v.clone() for k, v in policy.adapter_state(a).items()} for a in params.model.agents
+    }
     ids = [p.id for p in problems]
     plan = [ids] * params.smoke.steps
     with tempfile.TemporaryDirectory() as tmp:
@@ -39,9 +43,13 @@ def run(params: Params) -> None:
     }
     ran = sum(r["reward"]["syntax"] > 0 for r in rows)
     if not any(changed.values()):
-        raise TrainingFailed("smoke: no adapter changed after the update steps (all advantages zero?)")
+        raise TrainingFailed(
+            "smoke: no adapter changed after the update steps (all advantages zero?)"
+        )
     if ran == 0:
-        raise TrainingFailed("smoke: the sandbox ran no program (no completion defined a parsing main)")
+        raise TrainingFailed(
+            "smoke: the sandbox ran no program (no completion defined a parsing main)"
+        )
     summary = {
         "steps": len(history),
         "problems": ids,

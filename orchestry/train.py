@@ -22,9 +22,6 @@ import numpy as np
 import torch
 
 from orchestry import atomic
-from orchestry.env import Roles
-from orchestry.magrpo import group_advantages, policy_loss
-from orchestry.params import Params
 from orchestry.build import (
     claude_hooks,
     make_policy,
@@ -33,6 +30,9 @@ from orchestry.build import (
     sandbox_limits,
     seed_everything,
 )
+from orchestry.env import Roles
+from orchestry.magrpo import group_advantages, policy_loss
+from orchestry.params import Params
 from orchestry.policy import TeamPolicy
 from orchestry.prepare import read_split
 from orchestry.problems import Problem
@@ -253,6 +253,7 @@ def save_checkpoint(
             "step": step,
             "opts": opts.state_dict(),
             "rng": rng_state(),
+            "generate_calls": policy.generate_calls,
             "history": history,
             "rollout_bytes": rollout_bytes,
         },
@@ -269,6 +270,7 @@ def load_checkpoint(ckpt_dir: Path, policy: TeamPolicy, opts: Optimizers) -> dic
     policy.load_adapters(last / "adapters")
     opts.load_state_dict(state["opts"])
     set_rng_state(state["rng"])
+    policy.generate_calls = state["generate_calls"]
     return state
 
 
@@ -299,7 +301,14 @@ def train_loop(
     history: list[dict[str, float]] = []
     start = 0
     rollouts_path.parent.mkdir(parents=True, exist_ok=True)
-    state = load_checkpoint(ckpt_dir, policy, opts) if ckpt_dir else None
+    state = None
+    if ckpt_dir and (ckpt_dir / "last").exists():
+        if rollouts_path.exists():
+            state = load_checkpoint(ckpt_dir, policy, opts)
+        else:
+            log.warning(
+                "ignoring checkpoint %s: its rollouts file %s is gone", ckpt_dir, rollouts_path
+            )
     if state is not None:
         start, history = state["step"], state["history"]
         with open(rollouts_path, "r+b") as fh:

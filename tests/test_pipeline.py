@@ -32,7 +32,10 @@ def dvc_stages() -> dict[str, dict]:
             if item is not None:
                 text = text.replace("${item}", item)
             s = yaml.safe_load(text)
-            outs = [next(iter(o)) if isinstance(o, dict) else o for o in s.get("outs", []) + s.get("metrics", [])]
+            outs = [
+                next(iter(o)) if isinstance(o, dict) else o
+                for o in s.get("outs", []) + s.get("metrics", [])
+            ]
             stages[f"{name}@{item}" if item else name] = {
                 "cmd": s["cmd"],
                 "deps": set(s.get("deps", [])),
@@ -47,7 +50,18 @@ def snakemake_jobs() -> dict[str, dict]:
     out = run("snakemake", "-n", "-F", "-p")
     jobs = {}
     for block in out.split("rule ")[1:]:
-        if not block.startswith(("all:", "prepare:", "smoke:", "train:", "baseline:", "evaluate:", "schemes:", "figures:")):
+        if not block.startswith(
+            (
+                "all:",
+                "prepare:",
+                "smoke:",
+                "train:",
+                "baseline:",
+                "evaluate:",
+                "schemes:",
+                "figures:",
+            )
+        ):
             continue
         fields = dict(re.findall(r"^    (input|output): (.*)$", block, re.M))
         cmd = re.search(r"^Shell command: (.*)$", block, re.M)

@@ -1,17 +1,17 @@
 """The level reward on hand-written joint actions (AST facts + real sandbox reports)."""
 
+import ast
+
 import pytest
 
 from orchestry.rewards import (
     RewardWeights,
     code_facts,
+    find_function,
     is_thin_wrapper,
     level_reward,
-    find_function,
 )
 from orchestry.sandbox import TestReport
-
-import ast
 
 W = RewardWeights()
 AUX = "def aux(x):\n    return x * 2\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from orchestry import schemes
 from orchestry.schemes import (
     LABELS,
     OUTCOMES,
@@ -76,6 +78,15 @@ def test_accuracy_on_labelled_set(capsys: pytest.CaptureFixture[str]) -> None:
     flag_match = sum(
         frozenset(e["flags"]) == r.flags for e, r in zip(entries, results, strict=True)
     ) / len(entries)
+    subsets = {
+        "held-out hand pairs": [e.get("heldout", False) for e in entries],
+        "smollm2-135m pairs": [e["origin"] == "smollm2-135m" for e in entries],
+    }
+    subset_lines = []
+    for name, mask in subsets.items():
+        chosen = [pair for pair, keep in zip(pairs, mask, strict=True) if keep]
+        right = sum(expected == got for expected, got in chosen)
+        subset_lines.append(f"  {name}: {right}/{len(chosen)}")
     misses = [
         f"  {e['id']}: expected {e['primary']}, got {r.primary} {sorted(r.flags)}"
         for e, r in zip(entries, results, strict=True)
@@ -84,6 +95,8 @@ def test_accuracy_on_labelled_set(capsys: pytest.CaptureFixture[str]) -> None:
     report = (
         f"\nscheme classifier on {len(entries)} labelled pairs: primary accuracy "
         f"{accuracy:.1%}, exact flag-set match {flag_match:.1%}\n"
+        + "\n".join(subset_lines)
+        + "\nconfusion (rows: expected primary, columns: predicted)\n"
         + _confusion_table(pairs)
         + ("\nmisclassified:\n" + "\n".join(misses) if misses else "")
     )
@@ -134,6 +147,28 @@ def test_minimal_example_per_definition(label: str) -> None:
 )
 def test_other_forms_of_each_definition(main: str, label: str) -> None:
     assert classify_pair(DOUBLE, main).primary == label
+
+
+def _docstring_examples() -> dict[str, str]:
+    """label -> the code example under its bullet in the module docstring."""
+    examples = {}
+    for bullet in (schemes.__doc__ or "").split("\n- ``")[1:]:
+        label, _, rest = bullet.partition("``")
+        if "::\n\n" in rest:
+            block = rest.split("::\n\n", 1)[1].split("\n\n", 1)[0]
+            examples[label] = textwrap.dedent(block) + "\n"
+    return examples
+
+
+def test_docstring_examples_classify_as_documented() -> None:
+    examples = _docstring_examples()
+    assert set(examples) == set(LABELS)
+    for label, code in examples.items():
+        if label == "no_aux":
+            result = classify_pair(code, MINIMAL["thin_wrapper"])
+        else:
+            result = classify_pair(DOUBLE, code)
+        assert result.flags == {label}, (label, code)
 
 
 def test_outcomes_from_the_code_itself() -> None:

@@ -1,0 +1,90 @@
+"""Shared fixtures: a throwaway copy of the repository with a tiny params file."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def tiny_params(**overrides: dict) -> dict:
+    """The repo's params.yaml shrunk so a whole pipeline runs in a couple of minutes on 2 cores."""
+    p = yaml.safe_load((ROOT / "params.yaml").read_text())
+    p["model"]["cache_dir"] = str(ROOT / "cache" / "models")  # reuse the converted model
+    p["sampling"]["max_new_tokens"] = 48
+    p["prepare"]["sets"] = {
+        "coop": {"n_train": 3, "n_test": 2},
+        "humaneval": {"n_train": 0, "n_test": 0},
+    }
+    p["train"].update(
+        max_steps=3, problems_per_step=1, group_size=2, checkpoint_every=1, warmup_steps=0
+    )
+    p["smoke"].update(steps=1, problems=1)
+    p["evaluate"].update(n_samples=2, bootstrap=20)
+    for section, values in overrides.items():
+        if isinstance(values, dict):
+            p[section].update(values)
+        else:
+            p[section] = values
+    return p
+
+
+def copy_repo(dest: Path) -> Path:
+    """Copy the working tree's tracked and unignored files into `dest` and make it a git + DVC repo."""
+    files = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    for rel in files:
+        src = ROOT / rel
+        if src.is_file() and not rel.startswith(("results/", "reports/figures", "data/prepared")):
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    for stale in ["dvc.lock"]:
+        (dest / stale).unlink(missing_ok=True)
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
+    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=dest, check=True, env=env)
+    subprocess.run(["git", "commit", "-qm", "copy"], cwd=dest, check=True, env=env)
+    return dest
+
+
+def run_in(
+    cwd: Path, *cmd: str, timeout: int = 900, check: bool = True
+) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+        )
+    return proc
+
+
+@pytest.fixture
+def tiny_repo(tmp_path: Path):
+    """A fresh repo copy with tiny params; returns (path, write_params)."""
+    repo = copy_repo(tmp_path / "repo")
+
+    def write(**overrides: dict) -> Path:
+        path = repo / "params.yaml"
+        path.write_text(yaml.safe_dump(tiny_params(**overrides), sort_keys=False))
+        return path
+
+    write()
+    return repo, write
