@@ -10,6 +10,7 @@ one call per adapter.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import importlib.util
@@ -517,13 +518,34 @@ class TeamPolicy:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probability of each completion given its prompt under the agent's adapter.
 
-        One batched forward: prompts left-padded, completions right-padded, so every completion
-        starts at the same column and only its logits are computed. Returns (log-prob per
-        sequence, float32; token count per sequence, int64); reduction "token_mean" divides the
-        sum by the count. With grad=True the graph reaches the agent's LoRA parameters.
+        Returns (log-prob per sequence, float32; token count per sequence, int64); reduction
+        "token_mean" divides the sum by the count. With grad=True the graph reaches the agent's
+        LoRA parameters.
         """
         if reduction not in ("sum", "token_mean"):
             raise ValueError(f"reduction must be 'sum' or 'token_mean', got {reduction!r}")
+        token_logprobs, mask = self.token_logprobs(agent, prompt_ids, completion_ids, grad)
+        totals = token_logprobs.sum(-1)
+        counts = mask.sum(-1).long()
+        if reduction == "token_mean":
+            totals = totals / counts.clamp(min=1)
+        return totals, counts
+
+    def token_logprobs(
+        self,
+        agent: str,
+        prompt_ids: list[list[int]],
+        completion_ids: list[list[int]],
+        grad: bool,
+        reference: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-token log-probabilities [B, T] of the completions and their mask (float32).
+
+        One batched forward: prompts left-padded, completions right-padded, so every completion
+        starts at the same column and only its logits are computed. With grad=True the graph
+        reaches the agent's LoRA parameters; reference=True uses the base model with adapters
+        disabled (the reference policy of the KL penalty).
+        """
         if len(prompt_ids) != len(completion_ids) or not prompt_ids:
             raise ValueError(f"{len(prompt_ids)} prompts for {len(completion_ids)} completions")
         base = self._base(agent)
@@ -539,26 +561,27 @@ class TeamPolicy:
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         self._activate(base, self._adapter[agent])
         base.model.train(grad)
-        with torch.set_grad_enabled(grad):
-            logits = base.model(
-                input_ids=ids,
-                attention_mask=mask,
-                position_ids=positions,
-                logits_to_keep=width_c + 1,
-                use_cache=False,
-            ).logits
-            # Column j of the kept logits predicts completion token j (the last column is unused).
-            logits = logits[:, :-1, :].float()
-            targets = ids[:, width_p:]
-            token_mask = mask[:, width_p:]
-            chosen = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-            token_logprobs = (chosen - torch.logsumexp(logits, dim=-1)) * token_mask
-            totals = token_logprobs.sum(-1)
-            counts = token_mask.sum(-1)
-            if reduction == "token_mean":
-                totals = totals / counts.clamp(min=1)
-        base.model.eval()
-        return totals, counts
+        try:
+            with (
+                torch.set_grad_enabled(grad),
+                base.model.disable_adapter() if reference else contextlib.nullcontext(),
+            ):
+                logits = base.model(
+                    input_ids=ids,
+                    attention_mask=mask,
+                    position_ids=positions,
+                    logits_to_keep=width_c + 1,
+                    use_cache=False,
+                ).logits
+                # Column j of the kept logits predicts completion token j (the last is unused).
+                logits = logits[:, :-1, :].float()
+                targets = ids[:, width_p:]
+                token_mask = mask[:, width_p:]
+                chosen = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+                token_logprobs = (chosen - torch.logsumexp(logits, dim=-1)) * token_mask
+        finally:
+            base.model.eval()
+        return token_logprobs, token_mask.to(token_logprobs.dtype)
 
     # ----------------------------------------------------------------------- checkpoints
 
@@ -636,6 +659,16 @@ class TeamPolicy:
             if self._base_of[agent] is base:
                 for p in self.trainable_parameters(agent):
                     p.requires_grad_(True)
+
+    @property
+    def generate_calls(self) -> int:
+        """How many generate calls this policy has made; checkpoints save it so a resumed run samples
+        exactly what the uninterrupted run would have."""
+        return self._generate_calls
+
+    @generate_calls.setter
+    def generate_calls(self, value: int) -> None:
+        self._generate_calls = value
 
     def _call_seed(self) -> int:
         digest = hashlib.sha256(f"{self.seed}/{self._generate_calls}".encode()).digest()

@@ -12,6 +12,7 @@ Every protocol returns one row per sample (see `score_rows`) for `metrics.comput
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -72,14 +73,21 @@ class Scorer:
         return rows
 
 
-def _per_sample(gen: Generation) -> tuple[float, list[int]]:
-    """Seconds and new tokens per sample of one request (API agents report tokens only in total)."""
+def timed_generate(
+    gen: Generator, requests: list[GenRequest], sampling: SamplingSpec
+) -> tuple[list[Generation], float]:
+    """Generate and return the wall time of the call (batched rows share it)."""
+    start = time.perf_counter()
+    out = gen.generate(requests, sampling)
+    return out, time.perf_counter() - start
+
+
+def _tokens(gen: Generation) -> list[int]:
+    """New tokens per sample of one request (API agents report tokens only in total)."""
     n = max(1, len(gen.texts))
     if len(gen.token_ids) == len(gen.texts) and any(gen.token_ids):
-        tokens = [len(ids) for ids in gen.token_ids]
-    else:
-        tokens = [gen.new_tokens // n] * len(gen.texts)
-    return gen.seconds / n, tokens
+        return [len(ids) for ids in gen.token_ids]
+    return [gen.new_tokens // n] * len(gen.texts)
 
 
 def team(
@@ -91,25 +99,26 @@ def team(
     scorer: Scorer,
     method: str,
 ) -> list[dict[str, Any]]:
+    """Every agent answers its own prompt; the i-th samples form joint sample i."""
     agents = roles.agents
     requests = [GenRequest(a, initial_messages(p, roles, a), n) for p in problems for a in agents]
-    gens = gen.generate(requests, sampling)
+    gens, wall = timed_generate(gen, requests, sampling)
+    share = wall / (len(problems) * n)  # amortised generation seconds per joint sample
     items = []
     for pi, p in enumerate(problems):
         per = {a: gens[pi * len(agents) + ai] for ai, a in enumerate(agents)}
         for i in range(n):
             code = {a: agent_code(per[a].texts[i], p, roles, a) for a in agents}
-            seconds = sum(_per_sample(g)[0] for g in per.values())
-            tokens = sum(_per_sample(g)[1][i] for g in per.values())
+            tokens = sum(_tokens(g)[i] for g in per.values())
             action = JointAction(p, tuple(code[a] for a in roles.helpers), code[roles.main])
-            items.append((p, i, code, action, seconds, tokens))
+            items.append((p, i, code, action, share, tokens))
     return scorer.rows(method, items)
 
 
 def single_messages(problem: Problem) -> list[dict[str, str]]:
     user = (
-        f"Task: {problem.prompt}\n\nWrite the complete function below (you may define helper functions "
-        f"of your own):\n\n```python\n{problem.main.signature}\n```"
+        f"Task: {problem.prompt}\n\nWrite the complete function below (you may define helper "
+        f"functions of your own):\n\n```python\n{problem.main.signature}\n```"
     )
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
@@ -122,14 +131,17 @@ def single(
     sampling: SamplingSpec,
     scorer: Scorer,
 ) -> list[dict[str, Any]]:
-    gens = gen.generate([GenRequest(agent, single_messages(p), n) for p in problems], sampling)
+    """One model writes the whole entry point."""
+    requests = [GenRequest(agent, single_messages(p), n) for p in problems]
+    gens, wall = timed_generate(gen, requests, sampling)
+    share = wall / (len(problems) * n)
     items = []
     for p, g in zip(problems, gens, strict=True):
-        seconds, tokens = _per_sample(g)
+        tokens = _tokens(g)
         for i, text in enumerate(g.texts):
             code = extract_code(text, keep=[p.main.name])
             action = JointAction(p, tuple("" for _ in p.helpers), code)
-            items.append((p, i, {agent: code}, action, seconds, tokens[i]))
+            items.append((p, i, {agent: code}, action, share, tokens[i]))
     return scorer.rows("single", items)
 
 
@@ -146,11 +158,12 @@ def sequential(
     sampling: SamplingSpec,
     scorer: Scorer,
 ) -> list[dict[str, Any]]:
+    """Helpers answer first; the main agent sees their code."""
+    h = len(roles.helpers)
     helper_reqs = [
         GenRequest(a, initial_messages(p, roles, a), n) for p in problems for a in roles.helpers
     ]
-    helper_gens = gen.generate(helper_reqs, sampling)
-    h = len(roles.helpers)
+    helper_gens, wall1 = timed_generate(gen, helper_reqs, sampling)
     main_reqs, helper_code = [], []
     for pi, p in enumerate(problems):
         for i in range(n):
@@ -161,23 +174,19 @@ def sequential(
             helper_code.append(code)
             shown = "\n\n".join(c for c in code.values() if c) or "# (the helper wrote no code)"
             note = f"Your teammates already wrote:\n\n```python\n{shown}\n```"
-            main_reqs.append(
-                GenRequest(
-                    roles.main, _with_teammates(initial_messages(p, roles, roles.main), note), 1
-                )
-            )
-    main_gens = gen.generate(main_reqs, sampling)
+            messages = _with_teammates(initial_messages(p, roles, roles.main), note)
+            main_reqs.append(GenRequest(roles.main, messages, 1))
+    main_gens, wall2 = timed_generate(gen, main_reqs, sampling)
+    share = (wall1 + wall2) / (len(problems) * n)
     items = []
     for pi, p in enumerate(problems):
         for i in range(n):
             k = pi * n + i
             mg = main_gens[k]
             code = {**helper_code[k], roles.main: agent_code(mg.texts[0], p, roles, roles.main)}
-            hs = [helper_gens[pi * h + ai] for ai in range(h)]
-            seconds = mg.seconds + sum(_per_sample(g)[0] for g in hs)
-            tokens = _per_sample(mg)[1][0] + sum(_per_sample(g)[1][i] for g in hs)
+            tokens = _tokens(mg)[0] + sum(_tokens(helper_gens[pi * h + ai])[i] for ai in range(h))
             action = JointAction(p, tuple(code[a] for a in roles.helpers), code[roles.main])
-            items.append((p, i, code, action, seconds, tokens))
+            items.append((p, i, code, action, share, tokens))
     return scorer.rows("sequential", items)
 
 
@@ -189,42 +198,34 @@ def discussion(
     sampling: SamplingSpec,
     scorer: Scorer,
 ) -> list[dict[str, Any]]:
+    """One round of discussion: each agent sees its teammates' first answers and revises."""
     agents = roles.agents
-    first = gen.generate(
-        [GenRequest(a, initial_messages(p, roles, a), n) for p in problems for a in agents],
-        sampling,
-    )
-    second_reqs, cost = [], []
+    first_reqs = [GenRequest(a, initial_messages(p, roles, a), n) for p in problems for a in agents]
+    first, wall1 = timed_generate(gen, first_reqs, sampling)
+    second_reqs, first_tokens = [], []
     for pi, p in enumerate(problems):
         per = {a: first[pi * len(agents) + ai] for ai, a in enumerate(agents)}
         for i in range(n):
             codes = {a: agent_code(per[a].texts[i], p, roles, a) for a in agents}
-            cost.append(
-                (
-                    sum(_per_sample(g)[0] for g in per.values()),
-                    sum(_per_sample(g)[1][i] for g in per.values()),
-                )
-            )
+            first_tokens.append(sum(_tokens(g)[i] for g in per.values()))
             for a in agents:
                 others = "\n\n".join(c for b, c in codes.items() if b != a and c) or "# (no code)"
                 note = (
                     f"Your teammates answered:\n\n```python\n{others}\n```\n\n"
-                    "Revise your own function so the team's program works, and answer with one code block."
+                    "Revise your own function so the team's program works, and answer with one "
+                    "code block."
                 )
-                second_reqs.append(
-                    GenRequest(
-                        a, next_messages(initial_messages(p, roles, a), per[a].texts[i], note), 1
-                    )
-                )
-    second = gen.generate(second_reqs, sampling)
+                history = next_messages(initial_messages(p, roles, a), per[a].texts[i], note)
+                second_reqs.append(GenRequest(a, history, 1))
+    second, wall2 = timed_generate(gen, second_reqs, sampling)
+    share = (wall1 + wall2) / (len(problems) * n)
     items = []
     for pi, p in enumerate(problems):
         for i in range(n):
             k = pi * n + i
             gs = {a: second[k * len(agents) + ai] for ai, a in enumerate(agents)}
             code = {a: agent_code(g.texts[0], p, roles, a) for a, g in gs.items()}
-            seconds = cost[k][0] + sum(g.seconds for g in gs.values())
-            tokens = cost[k][1] + sum(_per_sample(g)[1][0] for g in gs.values())
+            tokens = first_tokens[k] + sum(_tokens(g)[0] for g in gs.values())
             action = JointAction(p, tuple(code[a] for a in roles.helpers), code[roles.main])
-            items.append((p, i, code, action, seconds, tokens))
+            items.append((p, i, code, action, share, tokens))
     return scorer.rows("discussion", items)

@@ -127,19 +127,31 @@ def ignores_result(func: ast.FunctionDef | None, name: str) -> bool:
     return any(isinstance(n, ast.Expr) and _is_call_to(n.value, name) for n in ast.walk(func))
 
 
+def _forwards(node: ast.AST | None, names: Sequence[str]) -> bool:
+    """A call of a helper whose arguments are only names or constants (inputs passed through)."""
+    if not any(_is_call_to(node, n) for n in names):
+        return False
+    args = [*node.args, *(k.value for k in node.keywords)]  # type: ignore[union-attr]
+    return all(isinstance(a, ast.Name | ast.Constant) for a in args)
+
+
 def is_thin_wrapper(func: ast.FunctionDef | None, names: Sequence[str]) -> bool:
-    """Main only forwards to a helper: `return aux(...)`, or `x = aux(...)` then `return x`."""
+    """Main only forwards its inputs to a helper: `return aux(a, b)`, or `x = aux(a)` then `return x`.
+
+    A call whose arguments are computed (`aux(aux(a, b), c)`, `aux(s.lower())`) is real work around
+    the helper, not a wrapper (the same line the scheme classifier draws).
+    """
     if func is None:
         return False
     body = _body_without_docstring(func)
     if len(body) == 1 and isinstance(body[0], ast.Return):
-        return any(_is_call_to(body[0].value, n) for n in names)
+        return _forwards(body[0].value, names)
     if len(body) == 2 and isinstance(body[0], ast.Assign) and isinstance(body[1], ast.Return):
         (target,) = body[0].targets if len(body[0].targets) == 1 else (None,)
         ret = body[1].value
         return (
             isinstance(target, ast.Name)
-            and any(_is_call_to(body[0].value, n) for n in names)
+            and _forwards(body[0].value, names)
             and isinstance(ret, ast.Name)
             and ret.id == target.id
         )

@@ -12,6 +12,7 @@ node form one advantage group, valued by the mean return of the joint actions th
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -146,8 +147,9 @@ def rollout(
         if not frontier:
             break
         requests = [GenRequest(a, f.histories[a], g) for f in frontier for a in agents]
+        start = time.perf_counter()
         gens = policy.generate(requests, sampling)
-        gen_seconds += sum(x.seconds for x in gens)
+        gen_seconds += time.perf_counter() - start  # batched rows share the call's wall time
         new_tokens += sum(x.new_tokens for x in gens)
         pending: list[tuple[_Frontier, dict[str, Sample], list[dict[str, Sample]]]] = []
         for fi, f in enumerate(frontier):

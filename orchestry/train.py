@@ -31,7 +31,7 @@ from orchestry.build import (
     seed_everything,
 )
 from orchestry.env import Roles
-from orchestry.magrpo import group_advantages, policy_loss
+from orchestry.magrpo import group_advantages, kl_k3, policy_loss
 from orchestry.params import Params
 from orchestry.policy import TeamPolicy
 from orchestry.prepare import read_split
@@ -132,21 +132,31 @@ def update_agents(
         agents = list(rows) if params.model.shared_adapter else [owner]
         opt.zero_grad(set_to_none=True)
         n_rows = sum(len(rows.get(a, [])) for a in agents)
-        loss_total = 0.0
+        loss_total, kl_total, kl_rows = 0.0, 0.0, 0
         for agent in agents:
-            live = [r for r in rows.get(agent, []) if r[2] != 0.0 and len(r[1]) > 0]
+            # rows with A == 0 carry no policy gradient; with the KL term every row counts
+            live = [
+                r for r in rows.get(agent, []) if len(r[1]) > 0 and (r[2] != 0.0 or t.kl_coef > 0)
+            ]
             for i in range(0, len(live), MICROBATCH):
                 chunk = live[i : i + MICROBATCH]
-                logp, counts = policy.sequence_logprobs(
-                    agent, [r[0] for r in chunk], [r[1] for r in chunk], grad=True
+                prompts, completions = [r[0] for r in chunk], [r[1] for r in chunk]
+                tok_logp, mask = policy.token_logprobs(agent, prompts, completions, grad=True)
+                adv = torch.tensor(
+                    [r[2] for r in chunk], dtype=tok_logp.dtype, device=tok_logp.device
                 )
-                adv = torch.tensor([r[2] for r in chunk], dtype=logp.dtype, device=logp.device)
                 # policy_loss averages over the chunk; rescale so the step averages over all n_rows
-                loss = (
-                    policy_loss(adv, logp, counts, t.logprob_reduction)
-                    * len(chunk)
-                    / max(1, n_rows)
-                )
+                share = len(chunk) / max(1, n_rows)
+                loss = policy_loss(adv, tok_logp.sum(-1), mask.sum(-1), t.logprob_reduction) * share
+                if t.kl_coef > 0:
+                    with torch.no_grad():
+                        ref_logp, _ = policy.token_logprobs(
+                            agent, prompts, completions, grad=False, reference=True
+                        )
+                    kl = kl_k3(tok_logp, ref_logp, mask)
+                    loss = loss + t.kl_coef * kl.mean() * share
+                    kl_total += kl.sum().item()
+                    kl_rows += len(chunk)
                 if not torch.isfinite(loss):
                     raise TrainingFailed(f"non-finite loss for agent {agent}: {loss.item()}")
                 loss.backward()
@@ -159,6 +169,8 @@ def update_agents(
         opts.schedulers[owner].step()
         stats[f"loss/{owner}"] = loss_total
         stats[f"grad_norm/{owner}"] = grad_norm
+        if t.kl_coef > 0:
+            stats[f"kl/{owner}"] = kl_total / max(1, kl_rows)
     return stats
 
 
@@ -170,8 +182,8 @@ def step_metrics(ro: Rollout, turns: int) -> dict[str, float]:
         if not nodes:
             continue
         rets = np.array([n.ret for n in nodes])
-        out[f"return_mean/turn{turn}"] = float(rets.mean())
-        out[f"return_std/turn{turn}"] = float(rets.std())
+        out[f"turn{turn}/return_mean"] = float(rets.mean())
+        out[f"turn{turn}/return_std"] = float(rets.std())
     first = [n for n in ro.nodes if n.turn == 1]
     for level in ("structure", "syntax", "tests", "cooperation", "total"):
         out[f"reward/{level}"] = float(np.mean([getattr(n.reward, level) for n in first]))
@@ -179,7 +191,7 @@ def step_metrics(ro: Rollout, turns: int) -> dict[str, float]:
     out["coop_rate"] = float(
         np.mean([n.reward.main_calls_aux and n.reward.pass_rate > 0 for n in first])
     )
-    out["return_mean"] = out["return_mean/turn1"]
+    out["return_mean"] = out["turn1/return_mean"]
     return out
 
 
@@ -361,6 +373,7 @@ def train_loop(
                 save_checkpoint(ckpt_dir, done, policy, opts, history, rollouts_path.stat().st_size)
             info = f"return {metrics['return_mean']:.2f}  loss {sum(v for k, v in stats.items() if k.startswith('loss')):.3f}"
             bar.update(task, completed=done, info=info)
+            log.info("step %d/%d %s (%.0f s)", done, len(plan), info, metrics["step_seconds"])
     return history
 
 

@@ -5,6 +5,8 @@ from pathlib import Path
 
 from conftest import run_in
 
+from orchestry.metrics import compute_metrics
+
 BASELINES = ["single", "naive_concat", "sequential", "discussion"]
 
 
@@ -34,6 +36,31 @@ def test_dvc_repro_then_snakemake_give_the_same_results(tiny_repo, tmp_path):
         "scheme_evolution",
     ]:
         assert (repo / f"reports/figures/{fig}.png").stat().st_size > 10_000
+    for b in BASELINES:  # every number in metrics.json is derivable from generations.jsonl
+        rows = [
+            json.loads(x)
+            for x in (repo / f"results/baselines/{b}/generations.jsonl").read_text().splitlines()
+        ]
+        metrics = json.loads((repo / f"results/baselines/{b}/metrics.json").read_text())
+        assert {
+            "problem_id",
+            "code",
+            "program",
+            "reward",
+            "correct",
+            "seconds",
+            "new_tokens",
+        } <= set(rows[0])
+        assert metrics == compute_metrics(rows, [1, 3, 5, 10], 20, 0)
+        assert set(metrics) >= {
+            "pass@1",
+            "pass@1_ci95",
+            "return_mean",
+            "return_ci95",
+            "syntax_rate",
+            "coop_rate",
+            "tokens_per_s",
+        }
     second = run_in(repo, "dvc", "repro")
     assert (
         "is cached" in second.stdout + second.stderr

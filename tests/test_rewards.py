@@ -106,3 +106,21 @@ def test_thin_wrapper_shapes():
     assert not is_thin_wrapper(fn, ["aux"])
     fn = find_function(ast.parse("def m(a):\n    return aux(a) + 1\n"), "m")
     assert not is_thin_wrapper(fn, ["aux"])
+    fn = find_function(ast.parse("def m(a, b, c):\n    return aux(aux(a, b), c)\n"), "m")
+    assert not is_thin_wrapper(fn, ["aux"])  # composes aux: coordination, not forwarding
+    fn = find_function(ast.parse("def m(a):\n    return aux(a, 2, key=a)\n"), "m")
+    assert is_thin_wrapper(fn, ["aux"])
+
+
+def test_every_coop_reference_pair_gets_full_marks():
+    from pathlib import Path
+
+    from orchestry.problems import load_problem_dir
+    from orchestry.rewards import JointAction, score_joint_actions
+    from orchestry.sandbox import SandboxLimits
+
+    problems = load_problem_dir(Path(__file__).resolve().parents[1] / "data/coop")
+    actions = [JointAction(p, (p.helpers[0].reference,), p.main.reference) for p in problems]
+    scored = score_joint_actions(actions, W, SandboxLimits(), workers=2)
+    totals = {p.id: r.total for p, (r, _) in zip(problems, scored, strict=True)}
+    assert totals == pytest.approx(dict.fromkeys(totals, 4.0))

@@ -69,7 +69,9 @@ def _settings(**kw):
 
 @pytest.fixture(scope="module")
 def coop_params():
-    return parse_params({"sampling": {"max_new_tokens": 40}, "train": {"group_size": 2}})
+    return parse_params(
+        {"sampling": {"max_new_tokens": 40}, "train": {"group_size": 2, "kl_coef": 0.1}}
+    )
 
 
 def test_two_turn_cross_tree_and_update(coop_params):
@@ -101,8 +103,13 @@ def test_two_turn_cross_tree_and_update(coop_params):
     # 1 root group + 4 node groups per agent
     assert sorted((g.agent, g.turn) for g in ro.groups).count(("aux", 2)) == 4
     opts = Optimizers.create(policy, ["aux", "main"], False, coop_params, total=1)
-    stats = update_agents(policy, opts, agent_batches(ro, coop_params), coop_params)
+    rows = agent_batches(ro, coop_params)
+    stats = update_agents(policy, opts, rows, coop_params)
     assert all(torch.isfinite(torch.tensor(v)) for v in stats.values())
+    # LoRA B starts at zero, so the first step's policy equals the reference: KL exactly 0
+    assert stats["kl/aux"] == pytest.approx(0.0, abs=1e-6)
+    stats = update_agents(policy, opts, rows, coop_params)
+    assert stats["kl/aux"] > 0 or stats["grad_norm/aux"] == 0
 
 
 def test_three_agents_on_three_role_problems():
