@@ -105,27 +105,36 @@ def plot_training(runs: list[pd.DataFrame], smoothing: int) -> None:
 
 
 def plot_comparison(table: pd.DataFrame) -> None:
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    panels = [
+        ("pass@1", "pass@1_ci95", "pass@1 (fraction of problems)"),
+        ("test_pass_rate", None, "Asserts passed (fraction)"),
+        ("return_mean", "return_ci95", "Mean return (max 4.0)"),
+    ]
+    fig, axes = plt.subplots(1, len(panels), figsize=(16, 4.2))
     colors = sns.color_palette("colorblind", len(table))
-    for ax, (col, ci, label) in zip(
-        axes,
-        [
-            ("pass@1", "pass@1_ci95", "pass@1 (fraction of problems)"),
-            ("return_mean", "return_ci95", "Mean return (max 4.0)"),
-        ],
-        strict=True,
-    ):
+    for ax, (col, ci, label) in zip(axes, panels, strict=True):
         vals = table[col].to_numpy()
-        lo = vals - table[ci].map(lambda c: c[0]).to_numpy()
-        hi = table[ci].map(lambda c: c[1]).to_numpy() - vals
-        ax.bar(table["label"], vals, yerr=[lo, hi], capsize=5, color=colors, edgecolor="black")
+        err = None
+        if ci is not None:
+            lo = vals - table[ci].map(lambda c: c[0]).to_numpy()
+            hi = table[ci].map(lambda c: c[1]).to_numpy() - vals
+            err = [lo, hi]
+        ax.bar(table["label"], vals, yerr=err, capsize=5, color=colors, edgecolor="black")
         ax.set_ylabel(label)
         ax.set_xlabel("Method")
-        ax.tick_params(axis="x", rotation=20)
+        ax.tick_params(axis="x", rotation=25)
+        top = max(float(np.max(vals)) if err is None else float(np.max(vals + err[1])), 1e-9)
+        ax.set_ylim(0, top * 1.25 if col != "pass@1" else max(1.0, top * 1.25))
         for x, v in enumerate(vals):
-            ax.annotate(f"{v:.2f}", (x, v), xytext=(6, 3), textcoords="offset points", fontsize=9)
-    axes[0].set_ylim(0, max(1.0, float(table["pass@1"].max()) * 1.15))
-    fig.suptitle("Test split: methods with 95% bootstrap CIs (resampling problems)", y=1.02)
+            ax.annotate(
+                f"{v:.2f}",
+                (x, v),
+                xytext=(0, 3),
+                textcoords="offset points",
+                ha="center",
+                fontsize=9,
+            )
+    fig.suptitle("Test split: methods (error bars: 95% bootstrap CIs over problems)", y=1.02)
     fig.tight_layout()
     _save(fig, "baseline_comparison")
 

@@ -17,15 +17,15 @@ def tiny_params(**overrides: dict) -> dict:
     """The repo's params.yaml shrunk so a whole pipeline runs in a couple of minutes on 2 cores."""
     p = yaml.safe_load((ROOT / "params.yaml").read_text())
     p["model"]["cache_dir"] = str(ROOT / "cache" / "models")  # reuse the converted model
-    p["sampling"]["max_new_tokens"] = 48
+    p["sampling"]["max_new_tokens"] = 64
     p["prepare"]["sets"] = {
         "coop": {"n_train": 3, "n_test": 2},
         "humaneval": {"n_train": 0, "n_test": 0},
     }
     p["train"].update(
-        max_steps=3, problems_per_step=1, group_size=2, checkpoint_every=1, warmup_steps=0
+        max_steps=2, problems_per_step=1, group_size=4, checkpoint_every=1, warmup_steps=0
     )
-    p["smoke"].update(steps=1, problems=1)
+    p["smoke"].update(steps=1, problems=2)
     p["evaluate"].update(n_samples=2, bootstrap=20)
     for section, values in overrides.items():
         if isinstance(values, dict):
