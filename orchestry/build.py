@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from orchestry.models import ModelSpec
 from orchestry.params import Params
-from orchestry.policy import LoraSpec, ModelSpec, SamplingSpec, TeamPolicy
+from orchestry.policy import LoraSpec, SamplingSpec, TeamPolicy
 from orchestry.rollout import ExpertFn, JudgeFn, RolloutSettings
 from orchestry.sandbox import SandboxLimits
 
@@ -48,7 +49,14 @@ def make_policy(params: Params) -> TeamPolicy:
             a: ModelSpec(**{**model_spec(params).__dict__, "name": m.agent_models.get(a, m.name)})
             for a in m.agents
         }
-    return TeamPolicy(base, m.agents, lora, shared_adapter=m.shared_adapter, seed=params.seed)
+    return TeamPolicy(
+        base,
+        m.agents,
+        lora,
+        shared_adapter=m.shared_adapter,
+        seed=params.seed,
+        gradient_checkpointing=m.gradient_checkpointing,
+    )
 
 
 def sampling_spec(params: Params) -> SamplingSpec:

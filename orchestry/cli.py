@@ -24,7 +24,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     """Exceptions whose message is the whole story; anything else keeps its traceback."""
     errors: list[type[BaseException]] = [FileNotFoundError]
     for module, name in [
-        ("orchestry.policy", "ModelUnavailable"),
+        ("orchestry.models", "ModelUnavailable"),
         ("orchestry.sandbox", "SandboxUnavailable"),
         ("orchestry.claude", "MissingApiKey"),
         ("orchestry.claude", "BudgetExceeded"),

@@ -123,16 +123,28 @@ def plot_comparison(table: pd.DataFrame) -> None:
         ax.set_ylabel(label)
         ax.set_xlabel("Method")
         ax.tick_params(axis="x", rotation=25)
-        top = max(float(np.max(vals)) if err is None else float(np.max(vals + err[1])), 1e-9)
+        tops = vals if err is None else vals + err[1]  # labels sit above the error-bar caps
+        top = max(float(np.max(tops)), 1e-9)
         ax.set_ylim(0, top * 1.25 if col != "pass@1" else max(1.0, top * 1.25))
-        for x, v in enumerate(vals):
+        for x, (v, y) in enumerate(zip(vals, tops, strict=True)):
             ax.annotate(
                 f"{v:.2f}",
-                (x, v),
-                xytext=(0, 3),
+                (x, y),
+                xytext=(0, 4),
                 textcoords="offset points",
                 ha="center",
                 fontsize=9,
+            )
+        if not np.any(vals > 0):  # say so rather than leave an empty-looking panel
+            ax.text(
+                0.5,
+                0.55,
+                "0 for every method:\nno held-out problem\nfully solved",
+                transform=ax.transAxes,
+                ha="center",
+                va="center",
+                fontsize=10,
+                bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": "0.6"},
             )
     fig.suptitle("Test split: methods (error bars: 95% bootstrap CIs over problems)", y=1.02)
     fig.tight_layout()

@@ -55,6 +55,11 @@ class ModelParams(Section):
     shared_adapter: bool = Field(
         False, description="All agents share one adapter (parameter sharing)."
     )
+    gradient_checkpointing: bool = Field(
+        True,
+        description="Recompute the base model's activations in the backward pass of a training "
+        "step instead of keeping them (less memory, ~1/3 more compute in the update).",
+    )
     lora: LoraParams = LoraParams()
 
     @model_validator(mode="after")

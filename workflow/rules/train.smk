@@ -5,7 +5,12 @@ TRAIN_CODE = [
     "orchestry/magrpo.py",
     "orchestry/rewards.py",
     "orchestry/sandbox.py",
+    "orchestry/_sandbox_harness.py",
     "orchestry/policy.py",
+    "orchestry/models.py",
+    "orchestry/prefix.py",
+    "orchestry/sampling.py",
+    "orchestry/build.py",
 ]
 
 
