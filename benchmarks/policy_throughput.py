@@ -33,14 +33,8 @@ import transformers
 from peft import __version__ as peft_version
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from orchestry.policy import (
-    GenRequest,
-    LoraSpec,
-    ModelSpec,
-    SamplingSpec,
-    TeamPolicy,
-    load_base_model,
-)
+from orchestry.models import ModelSpec, load_base_model
+from orchestry.policy import GenRequest, LoraSpec, SamplingSpec, TeamPolicy
 
 AGENTS = ("aux", "main")
 PROBLEMS = (

@@ -7,6 +7,7 @@ runs the agents through the Anthropic API.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from orchestry.prepare import read_split
 from orchestry.protocols import discussion, sequential, single, team
 
 OUT_ROOT = Path("results/baselines")
+log = logging.getLogger("orchestry.baselines")
 
 
 def write_run(out_dir: Path, rows: list[dict[str, Any]], params: Params) -> None:
@@ -27,6 +29,14 @@ def write_run(out_dir: Path, rows: list[dict[str, Any]], params: Params) -> None
     metrics = compute_metrics(rows, e.ks, e.bootstrap, params.seed)
     atomic.write_jsonl(out_dir / "generations.jsonl", rows)
     atomic.write_json(out_dir / "metrics.json", metrics)
+    log.info(
+        "%s: pass@1 %.3f, mean return %.3f, %.1f tokens/s -> %s",
+        out_dir.name,
+        metrics["pass@1"],
+        metrics["return_mean"],
+        metrics["tokens_per_s"],
+        out_dir,
+    )
 
 
 def run(params: Params, name: str) -> None:
@@ -37,6 +47,7 @@ def run(params: Params, name: str) -> None:
     roles = Roles.from_agents(params.model.agents)
     out_dir = OUT_ROOT / name
     n, sampling, scorer = params.evaluate.n_samples, sampling_spec(params), make_scorer(params)
+    log.info("baseline %s: %d test problems x %d samples", name, len(problems), n)
     if name == "single":
         model_name = params.evaluate.single_model or params.model.name
         p = params.model_copy(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from orchestry import atomic
@@ -14,6 +15,7 @@ from orchestry.protocols import team
 
 ADAPTERS = Path("results/train/adapters")
 OUT_DIR = Path("results/evaluate")
+log = logging.getLogger("orchestry.evaluate")
 
 
 def run(params: Params) -> None:
@@ -32,7 +34,12 @@ def run(params: Params) -> None:
     rows = team(
         policy, problems, roles, e.n_samples, sampling_spec(params), make_scorer(params), "magrpo"
     )
+    metrics = compute_metrics(rows, e.ks, e.bootstrap, params.seed)
     atomic.write_jsonl(OUT_DIR / "generations.jsonl", rows)
-    atomic.write_json(
-        OUT_DIR / "metrics.json", compute_metrics(rows, e.ks, e.bootstrap, params.seed)
+    atomic.write_json(OUT_DIR / "metrics.json", metrics)
+    log.info(
+        "trained team: pass@1 %.3f, mean return %.3f -> %s",
+        metrics["pass@1"],
+        metrics["return_mean"],
+        OUT_DIR,
     )

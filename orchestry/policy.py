@@ -33,7 +33,7 @@ from transformers import (
 )
 
 from orchestry.models import ModelSpec, load_base_model
-from orchestry.prefix import left_pad, plan_prefixes, prefill
+from orchestry.prefix import cache_argument, left_pad, plan_prefixes, prefill
 from orchestry.sampling import HeadSampler
 
 SHARED_ADAPTER = "shared"
@@ -292,7 +292,7 @@ class TeamPolicy:
             input_ids, attention_mask = left_pad(rows, width, pad, base.device)
         else:  # eager: prefill each shared prompt prefix once (orchestry/prefix.py)
             plan = plan_prefixes(rows, adapters, sampling.max_new_tokens)
-            input_ids, attention_mask, kwargs["cache"] = prefill(
+            input_ids, attention_mask, kwargs[cache_argument(base.model)] = prefill(
                 base.model, plan, pad, base.device, mixed, sampling.max_new_tokens
             )
             width = input_ids.shape[1]

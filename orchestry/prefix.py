@@ -14,6 +14,7 @@ it and the position ids skip it, as `generate` computes them from the mask.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -142,6 +143,14 @@ class GrowingCache(DynamicCache):
         Cache.__init__(self, layer_class_to_replicate=lambda: GrowingLayer(reserve))
 
 
+def cache_argument(model: torch.nn.Module) -> str:
+    """The keyword under which this transformers version takes a KV cache: `cache` in recent
+    versions (which deprecate `past_key_values`), `past_key_values` in older ones."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    forward = inspect.signature(type(inner).forward).parameters
+    return "cache" if "cache" in forward else "past_key_values"
+
+
 def positions(mask: torch.Tensor) -> torch.Tensor:
     """Position ids from an attention mask, skipping padding (as `generate` computes them)."""
     pos = mask.long().cumsum(-1) - 1
@@ -185,7 +194,7 @@ def prefill(
             input_ids=ids,
             attention_mask=mask,
             position_ids=positions(mask),
-            cache=cache,
+            **{cache_argument(model): cache},
             use_cache=True,
             logits_to_keep=1,
             **kwargs,

@@ -12,6 +12,7 @@ Every protocol returns one row per sample (see `score_rows`) for `metrics.comput
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -30,6 +31,8 @@ from orchestry.rewards import JointAction, RewardWeights, score_joint_actions
 from orchestry.rollout import Generator
 from orchestry.sandbox import SandboxLimits
 
+log = logging.getLogger("orchestry.protocols")
+
 
 class Scorer:
     """Scores joint actions in the sandbox with fixed weights and limits."""
@@ -43,8 +46,14 @@ class Scorer:
         items: Sequence[tuple[Problem, int, dict[str, str], JointAction, float, int]],
     ) -> list[dict[str, Any]]:
         """items: (problem, sample index, code by agent, joint action, seconds, new tokens) per sample."""
+        start = time.perf_counter()
         scored = score_joint_actions(
             [it[3] for it in items], self.weights, self.limits, self.workers
+        )
+        log.info(
+            "scored %d joint programs in the sandbox in %.1f s",
+            len(items),
+            time.perf_counter() - start,
         )
         rows = []
         for (problem, idx, code, action, seconds, tokens), (reward, report) in zip(
@@ -77,9 +86,18 @@ def timed_generate(
     gen: Generator, requests: list[GenRequest], sampling: SamplingSpec
 ) -> tuple[list[Generation], float]:
     """Generate and return the wall time of the call (batched rows share it)."""
+    rows = sum(r.n for r in requests)
+    log.info(
+        "generating %d completions (%d prompts, %d new tokens at most)",
+        rows,
+        len(requests),
+        sampling.max_new_tokens,
+    )
     start = time.perf_counter()
     out = gen.generate(requests, sampling)
-    return out, time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    log.info("generated %d tokens in %.1f s", sum(g.new_tokens for g in out), seconds)
+    return out, seconds
 
 
 def _tokens(gen: Generation) -> list[int]:

@@ -83,3 +83,9 @@ def test_dvc_repro_then_snakemake_give_the_same_results(tiny_repo, tmp_path):
         assert strip_timing(repo / f"results/baselines/{b}/generations.jsonl") == strip_timing(
             other / f"results/baselines/{b}/generations.jsonl"
         ), b
+
+    # the browsable report: every figure and results.md, with their captions
+    run_in(repo, "snakemake", "--report", "reports/report.html")
+    html = (repo / "reports/report.html").read_text(errors="replace")
+    for name in ["training_curves.png", "baseline_comparison.png", "speed.png", "results.md"]:
+        assert name in html, name
