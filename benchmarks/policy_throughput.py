@@ -191,7 +191,8 @@ def time_paths(args: argparse.Namespace, spec: ModelSpec, sampling: SamplingSpec
 
 
 def measure(step: Any, repeats: int, device: torch.device, steps: int, warmup: float) -> dict:
-    """Run `step` (returns generated tokens) `repeats` times; median tokens/s and ms per step."""
+    """Run `step` (returns generated tokens) `repeats` times; the upper median run's tokens/s and
+    ms per step (with 2 repeats: the faster run, for every path alike)."""
     runs = []
     for _ in range(repeats):
         synchronize(device)

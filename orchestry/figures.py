@@ -65,12 +65,19 @@ def _save(fig: plt.Figure, name: str) -> None:
     plt.close(fig)
 
 
-def training_runs() -> list[pd.DataFrame]:
+def training_runs() -> dict[str, pd.DataFrame]:
     """This run's history plus any other seeds' histories saved under reports/seed_runs/."""
-    runs = [pd.read_csv(HISTORY)]
+    runs = {"this run": pd.read_csv(HISTORY)}
     if SEED_RUNS.is_dir():
-        runs += [pd.read_csv(p) for p in sorted(SEED_RUNS.glob("*.csv"))]
+        runs |= {p.stem: pd.read_csv(p) for p in sorted(SEED_RUNS.glob("*.csv"))}
     return runs
+
+
+def quarter_returns(history: pd.DataFrame) -> tuple[float, float]:
+    """Mean return over the first and over the last quarter of the steps (at least one step each)."""
+    returns = history["return_mean"].to_numpy()
+    q = max(1, len(returns) // 4)
+    return float(returns[:q].mean()), float(returns[-q:].mean())
 
 
 def plot_training(runs: list[pd.DataFrame], smoothing: int) -> None:
@@ -236,7 +243,12 @@ def load_table() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def results_markdown(table: pd.DataFrame, train: dict[str, Any], summary: dict[str, Any]) -> str:
+def results_markdown(
+    table: pd.DataFrame,
+    train: dict[str, Any],
+    summary: dict[str, Any],
+    runs: dict[str, pd.DataFrame],
+) -> str:
     ks = [c for c in table.columns if c.startswith("pass@") and not c.endswith("ci95")]
     lines = [
         "# Results",
@@ -280,6 +292,12 @@ def results_markdown(table: pd.DataFrame, train: dict[str, Any], summary: dict[s
         f"- {k}: {v:.4g}" if isinstance(v, float) else f"- {k}: {v}"
         for k, v in sorted(train.items())
     ]
+    lines += ["", "### Mean return, first vs last quarter of the steps, per training run", ""]
+    lines += ["| Run | steps | first quarter | last quarter | rises |", "|---|---|---|---|---|"]
+    for name, history in runs.items():
+        first, last = quarter_returns(history)
+        rises = "yes" if last > first else "no"
+        lines.append(f"| {name} | {len(history)} | {first:.3f} | {last:.3f} | {rises} |")
     lines += ["", "## Cooperation schemes (primary label, share of pairs)", ""]
     labels = summary["labels"]
     lines += ["| Method | pairs | " + " | ".join(labels) + " |", "|" + "---|" * (len(labels) + 2)]
@@ -294,10 +312,11 @@ def run(params: Params) -> None:
     table = load_table()
     summary = json.loads(SCHEMES.read_text())
     train = json.loads(Path("results/train/metrics.json").read_text())
-    plot_training(training_runs(), params.figures.smoothing)
+    runs = training_runs()
+    plot_training(list(runs.values()), params.figures.smoothing)
     plot_comparison(table)
     plot_speed(table)
     plot_schemes(summary)
     cols = ["method", "label", "pass@1", "return_mean", "tokens_per_s", "response_seconds_mean"]
     atomic.write_text(COMPARISON_CSV, table[cols].to_csv(index=False, float_format="%.6f"))
-    atomic.write_text(RESULTS_MD, results_markdown(table, train, summary))
+    atomic.write_text(RESULTS_MD, results_markdown(table, train, summary, runs))
