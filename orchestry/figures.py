@@ -9,6 +9,7 @@ the methods x metrics tables.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from orchestry.params import BASELINE_NAMES, Params  # noqa: E402
 
 HISTORY = Path("results/train/history.csv")
 SEED_RUNS = Path("reports/seed_runs")
+log = logging.getLogger("orchestry.figures")
 SCHEMES = Path("results/schemes/summary.json")
 FIG_DIR = Path("reports/figures")
 RESULTS_MD = Path("reports/results.md")
@@ -84,13 +86,18 @@ def plot_training(runs: list[pd.DataFrame], smoothing: int) -> None:
     panels = [("return_mean", "Return (max 4.0)")] + [(f"reward/{k}", label) for k, label in LEVELS]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), sharex=True)
     colors = sns.color_palette("colorblind", len(panels))
-    for ax, (col, label), color in zip(axes, panels, colors, strict=True):
-        curves = np.array(
-            [r[col].rolling(smoothing, min_periods=1).mean().to_numpy() for r in runs if col in r]
+    # Only runs as long as this one (the first) make the band: a history from another config
+    # (other max_steps) would mix in steps this run does not have.
+    same = [r for r in runs if len(r) == len(runs[0])]
+    if len(same) < len(runs):
+        log.info(
+            "training curves: %d seed run(s) of another length left out", len(runs) - len(same)
         )
-        n = min(len(c) for c in curves)
-        curves = np.stack([c[:n] for c in curves])
-        steps = np.arange(n)
+    for ax, (col, label), color in zip(axes, panels, colors, strict=True):
+        curves = np.stack(
+            [r[col].rolling(smoothing, min_periods=1).mean().to_numpy() for r in same if col in r]
+        )
+        steps = np.arange(curves.shape[1])
         mean = curves.mean(axis=0)
         ax.plot(steps, mean, color=color, lw=2, label=f"mean of {len(curves)} run(s)")
         if len(curves) > 1:
