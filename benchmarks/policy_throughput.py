@@ -33,7 +33,6 @@ import transformers
 from peft import __version__ as peft_version
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from orchestry.memory import release_freed_memory
 from orchestry.models import ModelSpec, load_base_model
 from orchestry.policy import GenRequest, LoraSpec, SamplingSpec, TeamPolicy
 
@@ -316,7 +315,6 @@ def main() -> None:
     n = args.max_new_tokens
     sampling = SamplingSpec(max_new_tokens=n, min_new_tokens=n, temperature=0.8, top_p=0.95)
     if args.rss_child:
-        release_freed_memory()  # the stages' allocator setting (orchestry.cli), on both sides
         rss_child(args, spec, sampling)
         return
     report: dict[str, Any] = {

@@ -29,7 +29,6 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from orchestry.memory import release_freed_memory
 from orchestry.params import Params, load_params, parse_params
 
 REPO = Path(__file__).resolve().parent.parent
@@ -326,7 +325,6 @@ def main() -> None:
     args.out = args.out.resolve()
     os.chdir(REPO)  # orchestry's stages read data/ and cache/ relative to the repository
     if args.child:
-        release_freed_memory()  # the stages' allocator setting (orchestry.cli), on both sides
         job = json.loads(args.job.read_text())
         side = (run_ours if args.child == "ours" else run_comlrl)(job)
         side["peak_rss_mb"] = proc_status_mb("VmHWM")

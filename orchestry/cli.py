@@ -13,7 +13,6 @@ import logging
 import sys
 from pathlib import Path
 
-from orchestry.memory import release_freed_memory
 from orchestry.params import BASELINE_NAMES, ParamsError, json_schema_text, load_params
 
 STAGES = ("prepare", "smoke", "train", "baseline", "evaluate", "schemes", "figures")
@@ -69,7 +68,6 @@ def setup_logging(log_file: str | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.log)
-    release_freed_memory()
     if args.stage == "schema":
         SCHEMA_PATH.parent.mkdir(parents=True, exist_ok=True)
         SCHEMA_PATH.write_text(json_schema_text())
