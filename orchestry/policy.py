@@ -3,7 +3,7 @@
 MAGRPO trains several agents at once. Instead of one full model per agent we keep ONE frozen base
 model per distinct `ModelSpec` and give each agent its own LoRA adapter (peft). A rollout samples
 the G completions of every agent and every problem in one batched `generate` call: rows of
-different agents use their own adapter through peft's mixed-adapter batches (`adapter_names`).
+different agents use their own adapter in the same forward pass (`orchestry.mixed_lora`).
 On CUDA a fast path uses a static KV cache (which `transformers` compiles with `torch.compile`),
 one call per adapter.
 """
@@ -32,8 +32,16 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from orchestry.mixed_lora import stacked_lora
 from orchestry.models import ModelSpec, load_base_model
-from orchestry.prefix import cache_argument, left_pad, plan_prefixes, prefill
+from orchestry.prefix import (
+    cache_argument,
+    can_share_prefix,
+    completion_logits,
+    left_pad,
+    plan_prefixes,
+    prefill,
+)
 from orchestry.sampling import HeadSampler
 
 SHARED_ADAPTER = "shared"
@@ -278,10 +286,9 @@ class TeamPolicy:
         adapters = [self._adapter[requests[i].agent] for i in group for _ in range(requests[i].n)]
         pad = base.tokenizer.pad_token_id
         kwargs: dict[str, object] = {}
-        mixed = len(set(adapters)) > 1
-        if mixed:
-            kwargs["adapter_names"] = adapters
-        else:
+        # rows of several adapters: each row through its own (orchestry/mixed_lora.py)
+        route = (lambda names: stacked_lora(base.model, names)) if len(set(adapters)) > 1 else None
+        if route is None:
             self._activate(base, adapters[0])
         base.model.eval()
         config, warpers = _generation_config(base, sampling, static)
@@ -293,10 +300,10 @@ class TeamPolicy:
         else:  # eager: prefill each shared prompt prefix once (orchestry/prefix.py)
             plan = plan_prefixes(rows, adapters, sampling.max_new_tokens)
             input_ids, attention_mask, kwargs[cache_argument(base.model)] = prefill(
-                base.model, plan, pad, base.device, mixed, sampling.max_new_tokens
+                base.model, plan, pad, base.device, sampling.max_new_tokens, route
             )
             width = input_ids.shape[1]
-        with torch.no_grad():
+        with torch.no_grad(), route(adapters) if route else contextlib.nullcontext():
             out = base.model.generate(
                 input_ids=input_ids,
                 attention_mask=attention_mask,
@@ -359,24 +366,15 @@ class TeamPolicy:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-token log-probabilities [B, T] of the completions and their mask (float32).
 
-        One batched forward: prompts left-padded, completions right-padded, so every completion
-        starts at the same column and only its logits are computed. With grad=True the graph
-        reaches the agent's LoRA parameters; reference=True uses the base model with adapters
-        disabled (the reference policy of the KL penalty).
+        Batched: completions that share a prompt (the G samples of a group) share its forward
+        pass (`orchestry.prefix.completion_logits`), and only completion logits are computed.
+        With grad=True the graph reaches the agent's LoRA parameters; reference=True uses the base
+        model with adapters disabled (the reference policy of the KL penalty).
         """
         if len(prompt_ids) != len(completion_ids) or not prompt_ids:
             raise ValueError(f"{len(prompt_ids)} prompts for {len(completion_ids)} completions")
         base = self._base(agent)
-        width_p = max(map(len, prompt_ids))
-        width_c = max(map(len, completion_ids))
-        pad = base.tokenizer.pad_token_id
-        ids = torch.full((len(prompt_ids), width_p + width_c), pad, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for row, (p, c) in enumerate(zip(prompt_ids, completion_ids, strict=True)):
-            ids[row, width_p - len(p) : width_p + len(c)] = torch.tensor(p + c, dtype=torch.long)
-            mask[row, width_p - len(p) : width_p + len(c)] = 1
-        ids, mask = ids.to(base.device), mask.to(base.device)
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        share = min(map(len, prompt_ids)) >= 2 and can_share_prefix(base.model, grad)
         self._activate(base, self._adapter[agent])
         base.model.train(grad)
         try:
@@ -384,17 +382,15 @@ class TeamPolicy:
                 torch.set_grad_enabled(grad),
                 base.model.disable_adapter() if reference else contextlib.nullcontext(),
             ):
-                logits = base.model(
-                    input_ids=ids,
-                    attention_mask=mask,
-                    position_ids=positions,
-                    logits_to_keep=width_c + 1,
-                    use_cache=False,
-                ).logits
-                # Column j of the kept logits predicts completion token j (the last is unused).
-                logits = logits[:, :-1, :].float()
-                targets = ids[:, width_p:]
-                token_mask = mask[:, width_p:]
+                logits, targets, token_mask = completion_logits(
+                    base.model,
+                    prompt_ids,
+                    completion_ids,
+                    base.tokenizer.pad_token_id,
+                    base.device,
+                    share,
+                )
+                logits = logits.float()
                 chosen = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
                 token_logprobs = (chosen - torch.logsumexp(logits, dim=-1)) * token_mask
         finally:

@@ -7,6 +7,9 @@ rows that share a prefix (same adapter, same first tokens) are grouped, each gro
 through the model once, its cache is copied to the group's rows, and `generate` continues from
 that cache with only the rest of each row (at least its last token) left to prefill.
 
+The update's log-probs use the same idea (`completion_logits`): the G completions of a prompt
+share its forward pass, with gradients flowing into the prefix's keys and values from every row.
+
 Padding: prefixes are left-padded to one width and the rest of every row is left-padded to
 another, so a row's padding may sit between its prefix and its rest; the attention mask marks
 it and the position ids skip it, as `generate` computes them from the mask.
@@ -14,12 +17,19 @@ it and the position ids skip it, as `generate` computes them from the mask.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache
 from transformers.cache_utils import Cache, DynamicLayer
+
+try:  # transformers >= 5: checkpointed layers drop a cache unless they are told it is safe
+    from transformers.modeling_layers import GradientCheckpointingLayer
+except ImportError:  # pragma: no cover - older transformers
+    GradientCheckpointingLayer = None
 
 DECODE_COST = 1 / 128
 """Cost of one padded context column per row and decode step, in prefill tokens (measured on a
@@ -175,21 +185,21 @@ def prefill(
     plan: PrefixPlan,
     pad: int,
     device: torch.device,
-    mixed: bool,
     reserve: int,
+    route: Callable[[list[str]], contextlib.AbstractContextManager] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, DynamicCache]:
     """Run the prefixes once; return the full rows' ids, mask and the cache copied to them.
 
-    `mixed` passes each prefix's adapter name to peft (mixed-adapter batch); otherwise the active
-    adapter is used. The returned ids are [prefix | rest] per row, both parts left-padded; the
-    cache has room for the rests plus `reserve` new tokens.
+    `route(adapter per row)` is entered around the prefixes' forward to send each prefix through
+    its own adapter (`orchestry.mixed_lora.stacked_lora`); without it the active adapter is used.
+    The returned ids are [prefix | rest] per row, both parts left-padded; the cache has room for
+    the rests plus `reserve` new tokens.
     """
     width = max(map(len, plan.prefixes))
     ids, mask = left_pad(plan.prefixes, width, pad, device)
-    kwargs: dict[str, object] = {"adapter_names": plan.prefix_adapters} if mixed else {}
     rest_width = max(map(len, plan.rests))
     cache = GrowingCache(rest_width + reserve)
-    with torch.no_grad():
+    with torch.no_grad(), route(plan.prefix_adapters) if route else contextlib.nullcontext():
         model(
             input_ids=ids,
             attention_mask=mask,
@@ -197,7 +207,6 @@ def prefill(
             **{cache_argument(model): cache},
             use_cache=True,
             logits_to_keep=1,
-            **kwargs,
         )
     index = torch.tensor(plan.group, device=device)
     cache.batch_select_indices(index)
@@ -205,3 +214,135 @@ def prefill(
     full_ids = torch.cat([ids[index], rest_ids], dim=1)
     full_mask = torch.cat([mask[index], rest_mask], dim=1)
     return full_ids, full_mask, cache
+
+
+class RecordingLayer(DynamicLayer):
+    """Keeps the keys and values of the first pass through it and returns each pass its own.
+
+    The first pass is a prefix's forward; a later one can only be gradient checkpointing replaying
+    it in the backward pass, which must not replace what the rows' forward read."""
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+            self.keys, self.values = key_states, value_states
+        return key_states, value_states
+
+
+class PrefixLayer(DynamicLayer):
+    """Read-only keys and values of each row's prefix: every pass attends to them and its own."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        super().__init__()
+        self.lazy_initialization(keys, values)
+        self.keys, self.values = keys, values
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        return (
+            torch.cat([self.keys, key_states], dim=-2),
+            torch.cat([self.values, value_states], dim=-2),
+        )
+
+
+class _LayerCache(DynamicCache):
+    def __init__(self, layers: list[DynamicLayer] | None = None, layer_class=None) -> None:
+        Cache.__init__(self, layers=layers, layer_class_to_replicate=layer_class)
+
+
+def checkpointing(model: torch.nn.Module) -> bool:
+    """Whether the model recomputes its layers in the backward pass (gradient checkpointing)."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return bool(getattr(inner, "is_gradient_checkpointing", False))
+
+
+def can_share_prefix(model: torch.nn.Module, grad: bool) -> bool:
+    """`completion_logits` may share prefixes: always without gradients; with them only where
+    checkpointed layers can be told to keep a cache (they replay it read-only here)."""
+    if not (grad and checkpointing(model)):
+        return True
+    return GradientCheckpointingLayer is not None and hasattr(
+        GradientCheckpointingLayer, "_can_checkpoint_with_cache"
+    )
+
+
+@contextlib.contextmanager
+def _cache_under_checkpointing(model: torch.nn.Module) -> Iterator[None]:
+    layers = [
+        m
+        for m in model.modules()
+        if GradientCheckpointingLayer is not None and isinstance(m, GradientCheckpointingLayer)
+    ]
+    for layer in layers:
+        layer._can_checkpoint_with_cache = True
+    try:
+        yield
+    finally:
+        for layer in layers:
+            del layer._can_checkpoint_with_cache
+
+
+def right_pad(
+    rows: list[list[int]], width: int, pad: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Ids and attention mask of rows left-aligned in `width` columns."""
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+        mask[i, : len(row)] = 1
+    return ids.to(device), mask.to(device)
+
+
+def completion_logits(
+    model: torch.nn.Module,
+    prompts: list[list[int]],
+    completions: list[list[int]],
+    pad: int,
+    device: torch.device,
+    share: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Logits [B, Wc, V] predicting each completion token, the tokens [B, Wc] and their mask.
+
+    share=True: rows whose prompts share leading tokens are grouped (`plan_prefixes`), each
+    group's prefix runs once and the rows continue from its keys and values, so G completions of
+    one prompt cost one prompt. Without it every row runs in full. Layout of the rows' forward:
+    [prompt rest, left-padded | completion, right-padded], so every completion starts in the same
+    column and only its logits are computed. With gradients on, they reach the adapter through
+    the prefix too; gradient checkpointing replays the prefix and the rows read-only.
+    """
+    tails = prompts
+    if share:
+        plan = plan_prefixes(prompts, [""] * len(prompts), 0)
+        pre_ids, pre_mask = left_pad(plan.prefixes, max(map(len, plan.prefixes)), pad, device)
+        tails = plan.rests
+    tail_ids, tail_mask = left_pad(tails, max(map(len, tails)), pad, device)
+    width_c = max(map(len, completions))
+    comp_ids, comp_mask = right_pad(completions, width_c, pad, device)
+    ids, mask = torch.cat([tail_ids, comp_ids], 1), torch.cat([tail_mask, comp_mask], 1)
+    kwargs: dict[str, object] = {}
+    with _cache_under_checkpointing(model) if share else contextlib.nullcontext():
+        if share:
+            recorder = _LayerCache(layer_class=RecordingLayer)
+            model(
+                input_ids=pre_ids,
+                attention_mask=pre_mask,
+                position_ids=positions(pre_mask),
+                use_cache=False,
+                logits_to_keep=1,
+                **{cache_argument(model): recorder},
+            )
+            index = torch.tensor(plan.group, device=device)
+            kwargs[cache_argument(model)] = _LayerCache(
+                layers=[PrefixLayer(r.keys[index], r.values[index]) for r in recorder.layers]
+            )
+            mask = torch.cat([pre_mask[index], mask], 1)
+        logits = model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions(mask)[:, -ids.shape[1] :],
+            use_cache=False,
+            logits_to_keep=width_c + 1,
+            **kwargs,
+        ).logits
+    # Column j of the kept logits predicts completion token j (the last one predicts nothing).
+    return logits[:, :-1, :], comp_ids, comp_mask

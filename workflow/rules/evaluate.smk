@@ -9,6 +9,7 @@ EVAL_CODE = [
     "orchestry/policy.py",
     "orchestry/models.py",
     "orchestry/prefix.py",
+    "orchestry/mixed_lora.py",
     "orchestry/sampling.py",
     "orchestry/build.py",
 ]
