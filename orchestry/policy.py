@@ -183,7 +183,9 @@ class TeamPolicy:
         for spec in dict.fromkeys(specs.values()):
             base_model, tokenizer = load_base_model(spec)
             if gradient_checkpointing:  # active only in training mode, i.e. log-probs with grad
-                base_model.gradient_checkpointing_enable({"use_reentrant": False})
+                enable = getattr(base_model, "activation_checkpointing_enable", None)
+                enable = enable or base_model.gradient_checkpointing_enable  # older name
+                enable({"use_reentrant": False})
             adapters = list(
                 dict.fromkeys(self._adapter[a] for a in self.agents if specs[a] == spec)
             )

@@ -252,7 +252,10 @@ class _LayerCache(DynamicCache):
 def checkpointing(model: torch.nn.Module) -> bool:
     """Whether the model recomputes its layers in the backward pass (gradient checkpointing)."""
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return bool(getattr(inner, "is_gradient_checkpointing", False))
+    for name in ("is_activation_checkpointing", "is_gradient_checkpointing"):  # new name first
+        if hasattr(type(inner), name):
+            return bool(getattr(inner, name))
+    return False
 
 
 def can_share_prefix(model: torch.nn.Module, grad: bool) -> bool:
