@@ -37,7 +37,8 @@ def stacked_lora(model: PeftModel, row_adapters: Sequence[str]) -> Iterator[None
     names = list(dict.fromkeys(row_adapters))
     layers = [m for m in model.modules() if isinstance(m, LoraLayer) and m.lora_A]
     for layer in layers:
-        if set(getattr(layer, "lora_variant", {})) & set(names) or not set(names) <= set(layer.lora_A):
+        variants = set(getattr(layer, "lora_variant", {}))  # DoRA and others: not stacked here
+        if variants & set(names) or not set(names) <= set(layer.lora_A):
             raise ValueError(f"stacked_lora needs plain LoRA adapters {names} in every layer")
     handles = []
 

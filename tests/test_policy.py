@@ -13,6 +13,7 @@ import torch
 from peft import PeftModel
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from orchestry.mixed_lora import stacked_lora
 from orchestry.models import (
     EMBEDDED_MODEL,
     ModelSpec,
@@ -207,6 +208,29 @@ def test_logprob_of_greedy_completion_equals_generation_step_logprobs(policy: Te
     torch.testing.assert_close(mean, total / counts, atol=1e-6, rtol=0)
     other, _ = policy.sequence_logprobs("main", prompts, completions, grad=False)
     assert not torch.allclose(other, total, atol=1e-3)  # scored under main's adapter
+
+
+def test_stacked_lora_equals_peft_mixed_adapter_batch(policy: TeamPolicy) -> None:
+    perturb(policy, "aux", seed=5)
+    perturb(policy, "main", seed=6)
+    model = policy.peft_model("aux")
+    model.eval()
+    rows = [policy.prompt_ids(a, messages(PROBLEMS[0], a))[:30] for a in ("aux", "main", "aux")]
+    ids = torch.tensor(rows)
+    names = ["aux", "main", "aux"]
+    with torch.no_grad():
+        peft_logits = model(input_ids=ids, adapter_names=names).logits
+        with stacked_lora(model, names):
+            ours = model(input_ids=ids).logits
+        with model.disable_adapter():
+            base = model(input_ids=ids).logits
+    torch.testing.assert_close(ours, peft_logits, atol=1e-5, rtol=1e-5)
+    assert (ours - base).abs().max() > 1e-2  # the adapters do act
+    with pytest.raises(ValueError, match="set up for 3 rows"), torch.no_grad():
+        with stacked_lora(model, names):
+            model(input_ids=ids[:2])
+    with torch.no_grad():  # the hooks are gone afterwards
+        torch.testing.assert_close(model(input_ids=ids, adapter_names=names).logits, peft_logits)
 
 
 def test_shared_prompt_logprobs_and_gradients_equal_a_plain_forward_per_row(
