@@ -180,6 +180,19 @@ def left_pad(
     return ids.to(device), mask.to(device)
 
 
+def _run_into(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, cache: Cache) -> None:
+    """Run left-padded rows through the model for their keys and values in `cache` (the cache
+    is passed explicitly, so `use_cache` stays off and checkpointed layers keep quiet)."""
+    model(
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=positions(mask),
+        use_cache=False,
+        logits_to_keep=1,
+        **{cache_argument(model): cache},
+    )
+
+
 def prefill(
     model: torch.nn.Module,
     plan: PrefixPlan,
@@ -200,14 +213,7 @@ def prefill(
     rest_width = max(map(len, plan.rests))
     cache = GrowingCache(rest_width + reserve)
     with torch.no_grad(), route(plan.prefix_adapters) if route else contextlib.nullcontext():
-        model(
-            input_ids=ids,
-            attention_mask=mask,
-            position_ids=positions(mask),
-            **{cache_argument(model): cache},
-            use_cache=True,
-            logits_to_keep=1,
-        )
+        _run_into(model, ids, mask, cache)
     index = torch.tensor(plan.group, device=device)
     cache.batch_select_indices(index)
     rest_ids, rest_mask = left_pad(plan.rests, rest_width, pad, device)
@@ -326,14 +332,7 @@ def completion_logits(
     with _cache_under_checkpointing(model) if share else contextlib.nullcontext():
         if share:
             recorder = _LayerCache(layer_class=RecordingLayer)
-            model(
-                input_ids=pre_ids,
-                attention_mask=pre_mask,
-                position_ids=positions(pre_mask),
-                use_cache=False,
-                logits_to_keep=1,
-                **{cache_argument(model): recorder},
-            )
+            _run_into(model, pre_ids, pre_mask, recorder)
             index = torch.tensor(plan.group, device=device)
             kwargs[cache_argument(model)] = _LayerCache(
                 layers=[PrefixLayer(r.keys[index], r.values[index]) for r in recorder.layers]
