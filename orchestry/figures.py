@@ -22,6 +22,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from orchestry import atomic  # noqa: E402
+from orchestry.metrics import quarter_means  # noqa: E402
 from orchestry.params import BASELINE_NAMES, Params  # noqa: E402
 
 HISTORY = Path("results/train/history.csv")
@@ -73,13 +74,6 @@ def training_runs() -> dict[str, pd.DataFrame]:
     if SEED_RUNS.is_dir():
         runs |= {p.stem: pd.read_csv(p) for p in sorted(SEED_RUNS.glob("*.csv"))}
     return runs
-
-
-def quarter_returns(history: pd.DataFrame) -> tuple[float, float]:
-    """Mean return over the first and over the last quarter of the steps (at least one step each)."""
-    returns = history["return_mean"].to_numpy()
-    q = max(1, len(returns) // 4)
-    return float(returns[:q].mean()), float(returns[-q:].mean())
 
 
 def plot_training(runs: list[pd.DataFrame], smoothing: int) -> None:
@@ -302,7 +296,7 @@ def results_markdown(
     lines += ["", "### Mean return, first vs last quarter of the steps, per training run", ""]
     lines += ["| Run | steps | first quarter | last quarter | rises |", "|---|---|---|---|---|"]
     for name, history in runs.items():
-        first, last = quarter_returns(history)
+        first, last = quarter_means(history["return_mean"].tolist())
         rises = "yes" if last > first else "no"
         lines.append(f"| {name} | {len(history)} | {first:.3f} | {last:.3f} | {rises} |")
     lines += ["", "## Cooperation schemes (primary label, share of pairs)", ""]

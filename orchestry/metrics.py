@@ -23,6 +23,16 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - comb(n - c, k) / comb(n, k)
 
 
+def quarter_means(values: Sequence[float]) -> tuple[float, float]:
+    """Mean of the first and of the last quarter of a series (at least one value each): the
+    training curve "rises" when the second exceeds the first."""
+    arr = np.asarray(values, dtype=float)
+    if arr.size == 0:
+        raise ValueError("quarter means of an empty series")
+    q = max(1, arr.size // 4)
+    return float(arr[:q].mean()), float(arr[-q:].mean())
+
+
 def bootstrap_ci(values: Sequence[float], resamples: int, seed: int) -> tuple[float, float]:
     """95% percentile interval of the mean, resampling the per-problem values."""
     arr = np.asarray(values, dtype=float)

@@ -36,9 +36,8 @@ from orchestry.mixed_lora import stacked_lora
 from orchestry.models import ModelSpec, load_base_model
 from orchestry.prefix import (
     cache_argument,
-    can_share_prefix,
     completion_logits,
-    left_pad,
+    pad_rows,
     plan_prefixes,
     prefill,
 )
@@ -298,7 +297,7 @@ class TeamPolicy:
         start = time.perf_counter()
         if static:
             width = -(-max(map(len, rows)) // STATIC_PROMPT_BUCKET) * STATIC_PROMPT_BUCKET
-            input_ids, attention_mask = left_pad(rows, width, pad, base.device)
+            input_ids, attention_mask = pad_rows(rows, width, pad, base.device)
         else:  # eager: prefill each shared prompt prefix once (orchestry/prefix.py)
             plan = plan_prefixes(rows, adapters, sampling.max_new_tokens)
             input_ids, attention_mask, kwargs[cache_argument(base.model)] = prefill(
@@ -376,7 +375,6 @@ class TeamPolicy:
         if len(prompt_ids) != len(completion_ids) or not prompt_ids:
             raise ValueError(f"{len(prompt_ids)} prompts for {len(completion_ids)} completions")
         base = self._base(agent)
-        share = min(map(len, prompt_ids)) >= 2 and can_share_prefix(base.model, grad)
         self._activate(base, self._adapter[agent])
         base.model.train(grad)
         try:
@@ -390,7 +388,6 @@ class TeamPolicy:
                     completion_ids,
                     base.tokenizer.pad_token_id,
                     base.device,
-                    share,
                 )
                 logits = logits.float()
                 chosen = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)

@@ -167,16 +167,18 @@ def positions(mask: torch.Tensor) -> torch.Tensor:
     return pos.masked_fill(mask == 0, 1)
 
 
-def left_pad(
-    rows: list[list[int]], width: int, pad: int, device: torch.device
+def pad_rows(
+    rows: list[list[int]], width: int, pad: int, device: torch.device, side: str = "left"
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Ids and attention mask of rows right-aligned in `width` columns."""
+    """Ids and attention mask of rows aligned to the right (side="left": padding first) or to
+    the left (side="right") of `width` columns."""
     ids = torch.full((len(rows), width), pad, dtype=torch.long)
     mask = torch.zeros_like(ids)
     for i, row in enumerate(rows):
         if row:
-            ids[i, width - len(row) :] = torch.tensor(row, dtype=torch.long)
-            mask[i, width - len(row) :] = 1
+            cols = slice(width - len(row), width) if side == "left" else slice(0, len(row))
+            ids[i, cols] = torch.tensor(row, dtype=torch.long)
+            mask[i, cols] = 1
     return ids.to(device), mask.to(device)
 
 
@@ -209,14 +211,14 @@ def prefill(
     the rests plus `reserve` new tokens.
     """
     width = max(map(len, plan.prefixes))
-    ids, mask = left_pad(plan.prefixes, width, pad, device)
+    ids, mask = pad_rows(plan.prefixes, width, pad, device)
     rest_width = max(map(len, plan.rests))
     cache = GrowingCache(rest_width + reserve)
     with torch.no_grad(), route(plan.prefix_adapters) if route else contextlib.nullcontext():
         _run_into(model, ids, mask, cache)
     index = torch.tensor(plan.group, device=device)
     cache.batch_select_indices(index)
-    rest_ids, rest_mask = left_pad(plan.rests, rest_width, pad, device)
+    rest_ids, rest_mask = pad_rows(plan.rests, rest_width, pad, device)
     full_ids = torch.cat([ids[index], rest_ids], dim=1)
     full_mask = torch.cat([mask[index], rest_mask], dim=1)
     return full_ids, full_mask, cache
@@ -290,43 +292,31 @@ def _cache_under_checkpointing(model: torch.nn.Module) -> Iterator[None]:
             del layer._can_checkpoint_with_cache
 
 
-def right_pad(
-    rows: list[list[int]], width: int, pad: int, device: torch.device
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Ids and attention mask of rows left-aligned in `width` columns."""
-    ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, row in enumerate(rows):
-        ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-        mask[i, : len(row)] = 1
-    return ids.to(device), mask.to(device)
-
-
 def completion_logits(
     model: torch.nn.Module,
     prompts: list[list[int]],
     completions: list[list[int]],
     pad: int,
     device: torch.device,
-    share: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Logits [B, Wc, V] predicting each completion token, the tokens [B, Wc] and their mask.
 
-    share=True: rows whose prompts share leading tokens are grouped (`plan_prefixes`), each
-    group's prefix runs once and the rows continue from its keys and values, so G completions of
-    one prompt cost one prompt. Without it every row runs in full. Layout of the rows' forward:
+    Rows whose prompts share leading tokens are grouped (`plan_prefixes`), each group's prefix
+    runs once and the rows continue from its keys and values, so G completions of one prompt cost
+    one prompt; every row runs in full where `can_share_prefix` says no (or a prompt has one token). Layout of the rows' forward:
     [prompt rest, left-padded | completion, right-padded], so every completion starts in the same
     column and only its logits are computed. With gradients on, they reach the adapter through
     the prefix too; gradient checkpointing replays the prefix and the rows read-only.
     """
+    share = min(map(len, prompts)) >= 2 and can_share_prefix(model, torch.is_grad_enabled())
     tails = prompts
     if share:
         plan = plan_prefixes(prompts, [""] * len(prompts), 0)
-        pre_ids, pre_mask = left_pad(plan.prefixes, max(map(len, plan.prefixes)), pad, device)
+        pre_ids, pre_mask = pad_rows(plan.prefixes, max(map(len, plan.prefixes)), pad, device)
         tails = plan.rests
-    tail_ids, tail_mask = left_pad(tails, max(map(len, tails)), pad, device)
+    tail_ids, tail_mask = pad_rows(tails, max(map(len, tails)), pad, device)
     width_c = max(map(len, completions))
-    comp_ids, comp_mask = right_pad(completions, width_c, pad, device)
+    comp_ids, comp_mask = pad_rows(completions, width_c, pad, device, side="right")
     ids, mask = torch.cat([tail_ids, comp_ids], 1), torch.cat([tail_mask, comp_mask], 1)
     kwargs: dict[str, object] = {}
     with _cache_under_checkpointing(model) if share else contextlib.nullcontext():

@@ -32,6 +32,7 @@ from orchestry.build import (
 )
 from orchestry.env import Roles
 from orchestry.magrpo import group_advantages, kl_k3, policy_loss
+from orchestry.metrics import quarter_means
 from orchestry.params import Params
 from orchestry.policy import TeamPolicy
 from orchestry.prepare import read_split
@@ -400,14 +401,14 @@ def write_history_csv(history: list[dict[str, float]], path: Path) -> None:
 def summarize(history: list[dict[str, float]]) -> dict[str, Any]:
     """Final metrics: first-quarter vs last-quarter mean return and the last step's levels."""
     rets = [h["return_mean"] for h in history]
-    q = max(1, len(rets) // 4)
+    first, last = quarter_means(rets)
     return {
         "steps": len(history),
-        "return_first_quarter": float(np.mean(rets[:q])),
-        "return_last_quarter": float(np.mean(rets[-q:])),
+        "return_first_quarter": first,
+        "return_last_quarter": last,
         "return_mean": float(np.mean(rets)),
-        "pass_rate_last_quarter": float(np.mean([h["pass_rate"] for h in history[-q:]])),
-        "coop_rate_last_quarter": float(np.mean([h["coop_rate"] for h in history[-q:]])),
+        "pass_rate_last_quarter": quarter_means([h["pass_rate"] for h in history])[1],
+        "coop_rate_last_quarter": quarter_means([h["coop_rate"] for h in history])[1],
         "tokens_per_s": float(np.mean([h["tokens_per_s"] for h in history])),
     }
 

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from orchestry.metrics import bootstrap_ci, compute_metrics, pass_at_k
+from orchestry.metrics import bootstrap_ci, compute_metrics, pass_at_k, quarter_means
 
 
 @pytest.mark.parametrize(
@@ -67,3 +67,11 @@ def test_compute_metrics_from_rows():
     assert m["return_mean"] == pytest.approx((2.5 + 2.0) / 2)
     assert m["coop_rate"] == pytest.approx(0.25)
     assert m["tokens_per_s"] == pytest.approx(20.0)
+
+
+def test_quarter_means_compare_first_and_last_quarter() -> None:
+    assert quarter_means([0.2, 0.4, 0.1, 0.5, 0.9, 1.0, 0.8, 1.2]) == pytest.approx((0.3, 1.0))
+
+
+def test_quarter_means_of_a_short_run_use_one_step_each() -> None:
+    assert quarter_means([0.5, 0.7, 0.6]) == (0.5, 0.6)

@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import DynamicCache, TopKLogitsWarper, TopPLogitsWarper
 
-from orchestry.prefix import GrowingCache, left_pad, plan_prefixes, positions
+from orchestry.prefix import GrowingCache, pad_rows, plan_prefixes, positions
 from orchestry.sampling import HeadSampler
 
 
@@ -95,6 +95,6 @@ def test_growing_cache_equals_concatenation() -> None:
 
 
 def test_positions_skip_padding() -> None:
-    _, mask = left_pad([[5, 6, 7], [8]], 4, 0, torch.device("cpu"))
+    _, mask = pad_rows([[5, 6, 7], [8]], 4, 0, torch.device("cpu"))
     mask = torch.cat([mask, torch.tensor([[0, 1], [1, 1]])], dim=1)  # padding in the middle
     assert positions(mask).tolist() == [[1, 0, 1, 2, 1, 3], [1, 1, 1, 0, 1, 2]]

@@ -27,6 +27,7 @@ rule schemes:
 rule figures:
     input:
         "orchestry/figures.py",
+        "orchestry/metrics.py",
         "results/train/history.csv",
         "results/train/metrics.json",
         expand("results/baselines/{baseline}/metrics.json", baseline=BASELINES),

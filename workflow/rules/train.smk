@@ -1,5 +1,6 @@
 TRAIN_CODE = [
     "orchestry/train.py",
+    "orchestry/metrics.py",
     "orchestry/rollout.py",
     "orchestry/env.py",
     "orchestry/magrpo.py",
