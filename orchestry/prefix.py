@@ -18,11 +18,14 @@ it and the position ids skip it, as `generate` computes them from the mask.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
+import transformers
 from transformers import DynamicCache
 from transformers.cache_utils import Cache, DynamicLayer
 
@@ -30,6 +33,8 @@ try:  # transformers >= 5: checkpointed layers drop a cache unless they are told
     from transformers.modeling_layers import GradientCheckpointingLayer
 except ImportError:  # pragma: no cover - older transformers
     GradientCheckpointingLayer = None
+
+log = logging.getLogger("orchestry.prefix")
 
 DECODE_COST = 1 / 128
 """Cost of one padded context column per row and decode step, in prefill tokens (measured on a
@@ -271,8 +276,20 @@ def can_share_prefix(model: torch.nn.Module, grad: bool) -> bool:
     checkpointed layers can be told to keep a cache (they replay it read-only here)."""
     if not (grad and checkpointing(model)):
         return True
-    return GradientCheckpointingLayer is not None and hasattr(
+    if GradientCheckpointingLayer is not None and hasattr(
         GradientCheckpointingLayer, "_can_checkpoint_with_cache"
+    ):
+        return True
+    _say_prompts_run_in_full(transformers.__version__)  # same results, only slower
+    return False
+
+
+@functools.cache
+def _say_prompts_run_in_full(version: str) -> None:
+    log.warning(
+        "transformers %s cannot keep a cache under gradient checkpointing (needs >= 5.15): "
+        "the update runs every prompt in full",
+        version,
     )
 
 
