@@ -1,9 +1,9 @@
 """MAGRPO training steps: our train loop versus the published implementation (comlrl 1.4.3).
 
 Both sides train the same agents (params.yaml `model.agents`) of the embedded SmolLM2-135M-Instruct
-(float32, CPU) on the same training problems in the same order, with the same prompts (orchestry.env),
+(float32, CPU) on the same training problems in the same order, with the same prompts (orchestry.envs.code.prompts),
 the same level reward scored in orchestry's sandbox, G samples per agent, one turn, and the same
-learning rate and sampling settings. Ours: `orchestry.train.train_loop` (one base model + one LoRA
+learning rate and sampling settings. Ours: `orchestry.stages.train.train_loop` (one base model + one LoRA
 adapter per agent). Published: `comlrl.trainers.reinforce.MAGRPOTrainer` through its public API (one
 full model per agent). Each side runs in its own subprocess, so peak RSS (VmHWM) does not mix.
 
@@ -82,10 +82,10 @@ def run_ours(job: dict[str, Any]) -> dict[str, Any]:
 
     import torch
 
-    import orchestry.train
-    from orchestry.build import make_policy, sampling_spec, seed_everything
-    from orchestry.magrpo import group_advantages
-    from orchestry.prepare import read_split
+    import orchestry.stages.train
+    from orchestry.algos.magrpo import group_advantages
+    from orchestry.stages.from_params import make_policy, sampling_spec, seed_everything
+    from orchestry.stages.prepare import read_split
 
     out: dict[str, Any] = {"rss_after_imports_mb": proc_status_mb("VmRSS")}
     params = parse_params(job["params"], "params.yaml + benchmark overrides")
@@ -99,13 +99,13 @@ def run_ours(job: dict[str, Any]) -> dict[str, Any]:
     agent = params.model.agents[0]  # one base model serves every agent
     count_new_tokens(policy.peft_model(agent), policy.tokenizer(agent).eos_token_id, tokens)
     if job["min_new_tokens"]:  # train.py has no option for it: patch the spec it builds
-        orchestry.train.sampling_spec = lambda p: replace(
+        orchestry.stages.train.sampling_spec = lambda p: replace(
             sampling_spec(p), min_new_tokens=job["min_new_tokens"]
         )
     rollouts = Path(job["workdir"]) / "rollouts.jsonl"
     marks = step_clock()
     start = time.perf_counter()
-    orchestry.train.train_loop(params, policy, problems, job["plan"], rollouts, None)
+    orchestry.stages.train.train_loop(params, policy, problems, job["plan"], rollouts, None)
     out["total_s"] = time.perf_counter() - start
     out["step_s"] = step_times(start, marks, len(params.model.agents), len(job["plan"]))
     out["new_tokens"] = sum(tokens)
@@ -125,13 +125,13 @@ def run_ours(job: dict[str, Any]) -> dict[str, Any]:
 def comlrl_callables(params: Params, tokenizer: Any) -> tuple[list[Callable], Callable]:
     """comlrl's formatters (one per agent: dataset item -> prompt text) and reward callable.
 
-    Prompts are orchestry.env's, chat-templated; the reward is orchestry's level reward of each
+    Prompts are orchestry.envs.code.prompts's, chat-templated; the reward is orchestry's level reward of each
     joint action, scored in orchestry's sandbox. Dataset items are {"problem_id": id}.
     """
-    from orchestry.build import sandbox_limits
-    from orchestry.env import Roles, agent_code, initial_messages
-    from orchestry.prepare import read_split
-    from orchestry.rewards import JointAction, RewardWeights, score_joint_actions
+    from orchestry.envs.code.prompts import Roles, agent_code, initial_messages
+    from orchestry.envs.code.reward import JointAction, RewardWeights, score_joint_actions
+    from orchestry.stages.from_params import sandbox_limits
+    from orchestry.stages.prepare import read_split
 
     roles = Roles.from_agents(params.model.agents)
     by_id = {p.id: p for p in read_split("train")}
@@ -169,7 +169,7 @@ def run_comlrl(job: dict[str, Any]) -> dict[str, Any]:
     from datasets import Dataset
     from transformers import AutoTokenizer
 
-    from orchestry.build import seed_everything
+    from orchestry.stages.from_params import seed_everything
 
     out: dict[str, Any] = {"rss_after_imports_mb": proc_status_mb("VmRSS")}
     params = parse_params(job["params"], "params.yaml + benchmark overrides")
@@ -249,9 +249,13 @@ def bench_params(args: argparse.Namespace) -> Params:
 
 def prepare_job(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     """Make sure the split and the converted model exist; fix the plan of problems per step."""
-    from orchestry.models import EMBEDDED_MODEL, convert_gguf_model, embedded_gguf_path
-    from orchestry.prepare import read_split
-    from orchestry.train import schedule_problems
+    from orchestry.agents.lora.base_model import (
+        EMBEDDED_MODEL,
+        convert_gguf_model,
+        embedded_gguf_path,
+    )
+    from orchestry.stages.prepare import read_split
+    from orchestry.stages.train import schedule_problems
 
     if not Path("data/prepared/train.jsonl").is_file():
         subprocess.run([sys.executable, "-m", "orchestry", "prepare"], check=True)

@@ -16,7 +16,6 @@ from pathlib import Path
 from orchestry.params import BASELINE_NAMES, ParamsError, json_schema_text, load_params
 
 STAGES = ("prepare", "smoke", "train", "baseline", "evaluate", "schemes", "figures")
-STAGE_MODULES = {"baseline": "baselines", "schemes": "census"}
 SCHEMA_PATH = Path("workflow/schemas/params.schema.json")
 
 
@@ -24,12 +23,12 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     """Exceptions whose message is the whole story; anything else keeps its traceback."""
     errors: list[type[BaseException]] = [FileNotFoundError]
     for module, name in [
-        ("orchestry.models", "ModelUnavailable"),
-        ("orchestry.sandbox", "SandboxUnavailable"),
-        ("orchestry.claude", "MissingApiKey"),
-        ("orchestry.claude", "BudgetExceeded"),
-        ("orchestry.claude", "ClaudeCallFailed"),
-        ("orchestry.train", "TrainingFailed"),
+        ("orchestry.agents.lora.base_model", "ModelUnavailable"),
+        ("orchestry.envs.code.sandbox.runner", "SandboxUnavailable"),
+        ("orchestry.agents.claude.client", "MissingApiKey"),
+        ("orchestry.agents.claude.client", "BudgetExceeded"),
+        ("orchestry.agents.claude.client", "ClaudeCallFailed"),
+        ("orchestry.stages.train", "TrainingFailed"),
     ]:
         mod = sys.modules.get(module)
         if mod is not None and hasattr(mod, name):
@@ -77,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     except ParamsError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    module = importlib.import_module(f"orchestry.{STAGE_MODULES.get(args.stage, args.stage)}")
+    module = importlib.import_module(f"orchestry.stages.{args.stage}")
     extra = {"name": args.name} if args.stage == "baseline" else {}
     try:
         module.run(params, **extra)

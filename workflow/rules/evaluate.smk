@@ -1,17 +1,17 @@
 BASELINES = ["single", "naive_concat", "sequential", "discussion"]
 EVAL_CODE = [
-    "orchestry/protocols.py",
-    "orchestry/metrics.py",
-    "orchestry/env.py",
-    "orchestry/rewards.py",
-    "orchestry/sandbox.py",
-    "orchestry/_sandbox_harness.py",
-    "orchestry/policy.py",
-    "orchestry/models.py",
-    "orchestry/prefix.py",
-    "orchestry/mixed_lora.py",
-    "orchestry/sampling.py",
-    "orchestry/build.py",
+    "orchestry/eval/protocols.py",
+    "orchestry/eval/metrics.py",
+    "orchestry/envs/code/prompts.py",
+    "orchestry/envs/code/reward.py",
+    "orchestry/envs/code/sandbox/runner.py",
+    "orchestry/envs/code/sandbox/harness.py",
+    "orchestry/agents/lora/team.py",
+    "orchestry/agents/lora/base_model.py",
+    "orchestry/agents/lora/kv_prefix.py",
+    "orchestry/agents/lora/stacked_lora.py",
+    "orchestry/agents/lora/head_sampler.py",
+    "orchestry/stages/from_params.py",
 ]
 
 
@@ -21,7 +21,7 @@ wildcard_constraints:
 
 rule baseline:
     input:
-        "orchestry/baselines.py",
+        "orchestry/stages/baseline.py",
         EVAL_CODE,
         "data/prepared/test.jsonl",
     output:
@@ -46,7 +46,7 @@ rule baseline:
 
 rule evaluate:
     input:
-        "orchestry/evaluate.py",
+        "orchestry/stages/evaluate.py",
         EVAL_CODE,
         "data/prepared/test.jsonl",
         "results/train/adapters",

@@ -1,7 +1,7 @@
 rule prepare:
     input:
-        "orchestry/prepare.py",
-        "orchestry/problems.py",
+        "orchestry/stages/prepare.py",
+        "orchestry/envs/code/problems.py",
         "data/coop",
         "data/coop3",
     output:

@@ -3,8 +3,8 @@ FIGURES = ["training_curves", "baseline_comparison", "speed", "scheme_distributi
 
 rule schemes:
     input:
-        "orchestry/census.py",
-        "orchestry/schemes.py",
+        "orchestry/stages/schemes.py",
+        "orchestry/analysis/schemes.py",
         "results/train/rollouts.jsonl",
         expand(
             "results/baselines/{baseline}/generations.jsonl",
@@ -26,8 +26,8 @@ rule schemes:
 
 rule figures:
     input:
-        "orchestry/figures.py",
-        "orchestry/metrics.py",
+        "orchestry/stages/figures.py",
+        "orchestry/eval/metrics.py",
         "results/train/history.csv",
         "results/train/metrics.json",
         expand("results/baselines/{baseline}/metrics.json", baseline=BASELINES),

@@ -1,24 +1,24 @@
 TRAIN_CODE = [
-    "orchestry/train.py",
-    "orchestry/metrics.py",
-    "orchestry/rollout.py",
-    "orchestry/env.py",
-    "orchestry/magrpo.py",
-    "orchestry/rewards.py",
-    "orchestry/sandbox.py",
-    "orchestry/_sandbox_harness.py",
-    "orchestry/policy.py",
-    "orchestry/models.py",
-    "orchestry/prefix.py",
-    "orchestry/mixed_lora.py",
-    "orchestry/sampling.py",
-    "orchestry/build.py",
+    "orchestry/stages/train.py",
+    "orchestry/eval/metrics.py",
+    "orchestry/algos/tree.py",
+    "orchestry/envs/code/prompts.py",
+    "orchestry/algos/magrpo.py",
+    "orchestry/envs/code/reward.py",
+    "orchestry/envs/code/sandbox/runner.py",
+    "orchestry/envs/code/sandbox/harness.py",
+    "orchestry/agents/lora/team.py",
+    "orchestry/agents/lora/base_model.py",
+    "orchestry/agents/lora/kv_prefix.py",
+    "orchestry/agents/lora/stacked_lora.py",
+    "orchestry/agents/lora/head_sampler.py",
+    "orchestry/stages/from_params.py",
 ]
 
 
 rule smoke:
     input:
-        "orchestry/smoke.py",
+        "orchestry/stages/smoke.py",
         TRAIN_CODE,
         "data/prepared/train.jsonl",
     output:

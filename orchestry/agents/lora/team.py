@@ -1,0 +1,537 @@
+"""The agents' policy: a frozen base model, a LoRA adapter per agent, batched sampling, log-probs.
+
+MAGRPO trains several agents at once. Instead of one full model per agent we keep ONE frozen base
+model per distinct `ModelSpec` and give each agent its own LoRA adapter (peft). A rollout samples
+the G completions of every agent and every problem in one batched `generate` call: rows of
+different agents use their own adapter in the same forward pass (`orchestry.agents.lora.stacked_lora`).
+On CUDA a fast path uses a static KV cache (which `transformers` compiles with `torch.compile`),
+one call per adapter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from peft import LoraConfig, PeftModel, get_peft_model
+from peft.utils import get_peft_model_state_dict, set_peft_model_state_dict
+from safetensors.torch import load_file
+from transformers import (
+    GenerationConfig,
+    LogitsProcessorList,
+    PreTrainedTokenizerBase,
+)
+
+from orchestry.agents.lora.base_model import ModelSpec, load_base_model
+from orchestry.agents.lora.head_sampler import HeadSampler
+from orchestry.agents.lora.kv_prefix import (
+    cache_argument,
+    completion_logits,
+    pad_rows,
+    plan_prefixes,
+    prefill,
+)
+from orchestry.agents.lora.stacked_lora import stacked_lora
+
+SHARED_ADAPTER = "shared"
+"""Adapter name used by every agent when `shared_adapter=True`."""
+POLICY_FILE = "policy.json"
+STATIC_PROMPT_BUCKET = 64
+"""Fast path: prompts are left-padded to a multiple of this, so the static cache has few shapes."""
+
+_AGENT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+
+
+@dataclass(frozen=True)
+class LoraSpec:
+    """LoRA settings shared by every agent's adapter."""
+
+    r: int = 16
+    """Rank of the low-rank update."""
+    alpha: int = 32
+    """Scaling numerator: the update is scaled by alpha / r."""
+    dropout: float = 0.0
+    """Dropout on the adapter input (active only when computing log-probs with gradients)."""
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    """Names of the linear layers that get an adapter."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "target_modules", tuple(self.target_modules))
+        if self.r < 1 or not self.target_modules or not 0.0 <= self.dropout < 1.0:
+            raise ValueError(
+                f"invalid LoraSpec {self}: need r >= 1, target_modules, 0 <= dropout < 1"
+            )
+
+
+@dataclass(frozen=True)
+class SamplingSpec:
+    """How completions are sampled."""
+
+    temperature: float = 0.8
+    """Softmax temperature (sampling only)."""
+    top_p: float = 0.95
+    """Nucleus sampling mass (1.0 = off)."""
+    top_k: int = 0
+    """Keep the k most likely tokens (0 = off)."""
+    max_new_tokens: int = 128
+    """Most tokens generated per completion."""
+    do_sample: bool = True
+    """False = greedy decoding."""
+    min_new_tokens: int = 0
+    """Fewest tokens before end-of-sequence may be sampled (benchmarks set it to max_new_tokens)."""
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1 or not 0 <= self.min_new_tokens <= self.max_new_tokens:
+            raise ValueError(f"need 0 <= min_new_tokens <= max_new_tokens, 1 <= max: {self}")
+        if self.do_sample and (self.temperature <= 0 or not 0 < self.top_p <= 1 or self.top_k < 0):
+            raise ValueError(f"need temperature > 0, 0 < top_p <= 1, top_k >= 0 to sample: {self}")
+
+
+@dataclass(frozen=True)
+class GenRequest:
+    """Sample `n` completions of one chat prompt under one agent's adapter."""
+
+    agent: str
+    messages: list[dict[str, str]]
+    """Chat messages (role system/user/assistant, content); the chat template is applied here."""
+    n: int
+
+
+@dataclass
+class Generation:
+    """The completions of one `GenRequest`."""
+
+    agent: str
+    texts: list[str]
+    """Decoded completions, special tokens stripped."""
+    token_ids: list[list[int]]
+    """New tokens of each completion, up to and including the first end-of-sequence token."""
+    prompt_ids: list[int]
+    """The templated prompt's token ids (no padding)."""
+    seconds: float
+    """Wall time of the batched generate call that produced these completions."""
+    new_tokens: int
+    """Total number of tokens in `token_ids`."""
+
+
+# --------------------------------------------------------------------------- the team policy
+
+
+@dataclass
+class _Base:
+    """One loaded base model with the adapters of the agents that use it."""
+
+    spec: ModelSpec
+    model: PeftModel
+    tokenizer: PreTrainedTokenizerBase
+    adapters: list[str]
+    stop_ids: set[int] = field(default_factory=set)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+
+class TeamPolicy:
+    """One frozen base model per distinct ModelSpec, a LoRA adapter per agent (or a shared one)."""
+
+    def __init__(
+        self,
+        model: ModelSpec | Mapping[str, ModelSpec],
+        agents: Sequence[str],
+        lora: LoraSpec,
+        shared_adapter: bool = False,
+        seed: int = 0,
+        gradient_checkpointing: bool = True,
+    ) -> None:
+        self.agents = tuple(agents)
+        bad = [a for a in self.agents if not _AGENT_NAME.match(a)]
+        if not self.agents or bad or len(set(self.agents)) != len(self.agents):
+            raise ValueError(
+                f"agents must be unique names matching {_AGENT_NAME.pattern}: {agents}"
+            )
+        if not isinstance(model, ModelSpec) and set(model) != set(self.agents):
+            raise ValueError(f"model specs are given for {sorted(model)}, agents are {agents}")
+        specs = {a: model if isinstance(model, ModelSpec) else model[a] for a in self.agents}
+        if shared_adapter and len(set(specs.values())) > 1:
+            raise ValueError("shared_adapter=True needs one base model for all agents")
+        self.lora = lora
+        self.shared_adapter = shared_adapter
+        self.seed = seed
+        self._generate_calls = 0
+        self._adapter = {a: SHARED_ADAPTER if shared_adapter else a for a in self.agents}
+        self._bases: dict[ModelSpec, _Base] = {}
+        config = LoraConfig(
+            r=lora.r,
+            lora_alpha=lora.alpha,
+            lora_dropout=lora.dropout,
+            target_modules=list(lora.target_modules),
+            bias="none",
+            task_type="CAUSAL_LM",
+        )
+        for spec in dict.fromkeys(specs.values()):
+            base_model, tokenizer = load_base_model(spec)
+            if gradient_checkpointing:  # active only in training mode, i.e. log-probs with grad
+                enable = getattr(base_model, "activation_checkpointing_enable", None)
+                enable = enable or base_model.gradient_checkpointing_enable  # older name
+                enable({"use_reentrant": False})
+            adapters = list(
+                dict.fromkeys(self._adapter[a] for a in self.agents if specs[a] == spec)
+            )
+            with self._seeded(seed, base_model.device):  # LoRA A matrices are drawn at random
+                peft_model = get_peft_model(base_model, config, adapter_name=adapters[0])
+                for name in adapters[1:]:
+                    peft_model.add_adapter(name, config)
+            stop = {tokenizer.eos_token_id, *_as_list(base_model.generation_config.eos_token_id)}
+            self._bases[spec] = _Base(spec, peft_model, tokenizer, adapters, stop - {None})
+        self._base_of = {a: self._bases[specs[a]] for a in self.agents}
+        for agent in self.agents:
+            for p in self.trainable_parameters(agent):
+                p.requires_grad_(True)
+
+    # ----------------------------------------------------------------------- accessors
+
+    def tokenizer(self, agent: str) -> PreTrainedTokenizerBase:
+        """The tokenizer of the agent's base model."""
+        return self._base(agent).tokenizer
+
+    def peft_model(self, agent: str) -> PeftModel:
+        """The peft model holding the agent's adapter (shared with agents of the same base)."""
+        return self._base(agent).model
+
+    def adapter_name(self, agent: str) -> str:
+        """Name of the agent's adapter inside its peft model."""
+        self._base(agent)
+        return self._adapter[agent]
+
+    def trainable_parameters(self, agent: str) -> list[torch.nn.Parameter]:
+        """The LoRA parameters of the agent's adapter (the same objects for a shared adapter)."""
+        pattern = re.compile(rf"\.lora_[A-Za-z_]+\.{re.escape(self.adapter_name(agent))}(\.|$)")
+        model = self._base(agent).model
+        return [p for name, p in model.named_parameters() if pattern.search(name)]
+
+    def adapter_state(self, agent: str) -> dict[str, torch.Tensor]:
+        """A CPU copy of the agent's adapter weights, keyed as in a saved adapter file."""
+        base = self._base(agent)
+        state = get_peft_model_state_dict(base.model, adapter_name=self._adapter[agent])
+        return {k: v.detach().to("cpu", copy=True) for k, v in state.items()}
+
+    def prompt_ids(self, agent: str, messages: list[dict[str, str]]) -> list[int]:
+        """Token ids of the chat-templated prompt, ending with the assistant header."""
+        tokenizer = self._base(agent).tokenizer
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    # ----------------------------------------------------------------------- generation
+
+    def generate(
+        self, requests: Sequence[GenRequest], sampling: SamplingSpec, fast: bool | None = None
+    ) -> list[Generation]:
+        """Sample `n` completions per request, all agents of one base model in one batched call.
+
+        fast=None means the static-cache (compiled) path on CUDA and the eager path on CPU. The
+        eager path runs one mixed-adapter call per base model; the fast path one call per adapter.
+        Sampling is seeded from (seed, number of earlier generate calls), so a policy built with
+        the same seed and given the same calls returns the same samples on CPU.
+        """
+        for request in requests:
+            self._base(request.agent)
+            if request.n < 1:
+                raise ValueError(f"GenRequest for {request.agent!r} asks for n={request.n} < 1")
+        prompts = [self.prompt_ids(r.agent, r.messages) for r in requests]
+        results: list[Generation | None] = [None] * len(requests)
+        with self._seeded(self._call_seed(), *(b.device for b in self._bases.values())):
+            for base in self._bases.values():
+                mine = [i for i, r in enumerate(requests) if self._base_of[r.agent] is base]
+                use_fast = base.device.type == "cuda" if fast is None else fast
+                groups = (
+                    [
+                        [i for i in mine if self._adapter[requests[i].agent] == a]
+                        for a in base.adapters
+                    ]
+                    if use_fast
+                    else [mine]
+                )
+                for group in filter(None, groups):
+                    for i, gen in zip(
+                        group,
+                        self._generate_group(base, requests, prompts, group, sampling, use_fast),
+                        strict=True,
+                    ):
+                        results[i] = gen
+        done = [g for g in results if g is not None]
+        if len(done) != len(requests):  # every request belongs to exactly one base and group
+            raise RuntimeError(f"generate filled {len(done)} of {len(requests)} requests")
+        return done
+
+    def _generate_group(
+        self,
+        base: _Base,
+        requests: Sequence[GenRequest],
+        prompts: list[list[int]],
+        group: list[int],
+        sampling: SamplingSpec,
+        static: bool,
+    ) -> list[Generation]:
+        rows = [prompts[i] for i in group for _ in range(requests[i].n)]
+        adapters = [self._adapter[requests[i].agent] for i in group for _ in range(requests[i].n)]
+        pad = base.tokenizer.pad_token_id
+        kwargs: dict[str, object] = {}
+        # rows of several adapters: each row through its own (orchestry/agents/lora/stacked_lora.py)
+        route = (lambda names: stacked_lora(base.model, names)) if len(set(adapters)) > 1 else None
+        if route is None:
+            self._activate(base, adapters[0])
+        base.model.eval()
+        config, warpers = _generation_config(base, sampling, static)
+        _synchronize(base.device)
+        start = time.perf_counter()
+        if static:
+            width = -(-max(map(len, rows)) // STATIC_PROMPT_BUCKET) * STATIC_PROMPT_BUCKET
+            input_ids, attention_mask = pad_rows(rows, width, pad, base.device)
+        else:  # eager: prefill each shared prompt prefix once (orchestry/agents/lora/kv_prefix.py)
+            plan = plan_prefixes(rows, adapters, sampling.max_new_tokens)
+            input_ids, attention_mask, kwargs[cache_argument(base.model)] = prefill(
+                base.model, plan, pad, base.device, sampling.max_new_tokens, route
+            )
+            width = input_ids.shape[1]
+        with torch.no_grad(), route(adapters) if route else contextlib.nullcontext():
+            out = base.model.generate(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                generation_config=config,
+                logits_processor=warpers,
+                **kwargs,
+            )
+        _synchronize(base.device)
+        seconds = time.perf_counter() - start
+        new = out[:, width:].tolist()
+        generations, row = [], 0
+        for i in group:
+            ids = [_cut_at_stop(new[row + k], base.stop_ids) for k in range(requests[i].n)]
+            row += requests[i].n
+            texts = base.tokenizer.batch_decode(ids, skip_special_tokens=True)
+            generations.append(
+                Generation(
+                    agent=requests[i].agent,
+                    texts=texts,
+                    token_ids=ids,
+                    prompt_ids=prompts[i],
+                    seconds=seconds,
+                    new_tokens=sum(map(len, ids)),
+                )
+            )
+        return generations
+
+    # ----------------------------------------------------------------------- log-probs
+
+    def sequence_logprobs(
+        self,
+        agent: str,
+        prompt_ids: list[list[int]],
+        completion_ids: list[list[int]],
+        grad: bool,
+        reduction: str = "sum",
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probability of each completion given its prompt under the agent's adapter.
+
+        Returns (log-prob per sequence, float32; token count per sequence, int64); reduction
+        "token_mean" divides the sum by the count. With grad=True the graph reaches the agent's
+        LoRA parameters.
+        """
+        if reduction not in ("sum", "token_mean"):
+            raise ValueError(f"reduction must be 'sum' or 'token_mean', got {reduction!r}")
+        token_logprobs, mask = self.token_logprobs(agent, prompt_ids, completion_ids, grad)
+        totals = token_logprobs.sum(-1)
+        counts = mask.sum(-1).long()
+        if reduction == "token_mean":
+            totals = totals / counts.clamp(min=1)
+        return totals, counts
+
+    def token_logprobs(
+        self,
+        agent: str,
+        prompt_ids: list[list[int]],
+        completion_ids: list[list[int]],
+        grad: bool,
+        reference: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-token log-probabilities [B, T] of the completions and their mask (float32).
+
+        Batched: completions that share a prompt (the G samples of a group) share its forward
+        pass (`orchestry.agents.lora.kv_prefix.completion_logits`), and only completion logits are computed.
+        With grad=True the graph reaches the agent's LoRA parameters; reference=True uses the base
+        model with adapters disabled (the reference policy of the KL penalty).
+        """
+        if len(prompt_ids) != len(completion_ids) or not prompt_ids:
+            raise ValueError(f"{len(prompt_ids)} prompts for {len(completion_ids)} completions")
+        base = self._base(agent)
+        self._activate(base, self._adapter[agent])
+        base.model.train(grad)
+        try:
+            with (
+                torch.set_grad_enabled(grad),
+                base.model.disable_adapter() if reference else contextlib.nullcontext(),
+            ):
+                logits, targets, token_mask = completion_logits(
+                    base.model,
+                    prompt_ids,
+                    completion_ids,
+                    base.tokenizer.pad_token_id,
+                    base.device,
+                )
+                logits = logits.float()
+                chosen = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+                token_logprobs = (chosen - torch.logsumexp(logits, dim=-1)) * token_mask
+        finally:
+            base.model.eval()
+        return token_logprobs, token_mask.to(token_logprobs.dtype)
+
+    # ----------------------------------------------------------------------- checkpoints
+
+    def save_adapters(self, directory: Path) -> None:
+        """Write directory/<adapter>/ (peft save_pretrained) and directory/policy.json, atomically.
+
+        Each adapter folder loads with `PeftModel.from_pretrained(base_model, folder)`; policy.json
+        records the agents, their adapter and base model, and the LoRA settings."""
+        directory = Path(directory)
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        tmp = directory.parent / f".{directory.name}.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        for base in self._bases.values():
+            # peft writes every adapter not named "default" to <dir>/<adapter name>/.
+            base.model.save_pretrained(str(tmp), selected_adapters=base.adapters)
+        meta = {
+            "agents": {
+                a: {"adapter": self._adapter[a], "model": asdict(self._base_of[a].spec)}
+                for a in self.agents
+            },
+            "lora": asdict(self.lora),
+            "shared_adapter": self.shared_adapter,
+            "seed": self.seed,
+        }
+        (tmp / POLICY_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+        old = directory.parent / f".{directory.name}.old-{os.getpid()}"
+        if directory.exists():
+            directory.rename(old)
+        tmp.rename(directory)
+        shutil.rmtree(old, ignore_errors=True)
+
+    def load_adapters(self, directory: Path) -> None:
+        """Copy saved adapter weights into this policy's adapters in place (optimizers stay valid).
+
+        The directory must come from `save_adapters` of a policy with the same agents, adapter
+        names, base model names and LoRA settings."""
+        directory = Path(directory)
+        meta = json.loads((directory / POLICY_FILE).read_text())
+        mine = {
+            a: {"adapter": self._adapter[a], "model": self._base_of[a].spec.name}
+            for a in self.agents
+        }
+        theirs = {
+            a: {"adapter": v["adapter"], "model": v["model"]["name"]}
+            for a, v in meta["agents"].items()
+        }
+        if mine != theirs or LoraSpec(**meta["lora"]) != self.lora:
+            raise ValueError(
+                f"{directory / POLICY_FILE} holds agents {theirs} with {meta['lora']}, but this "
+                f"policy has {mine} with {asdict(self.lora)}"
+            )
+        for base in self._bases.values():
+            for adapter in base.adapters:
+                state = load_file(directory / adapter / "adapter_model.safetensors", device="cpu")
+                expected = set(get_peft_model_state_dict(base.model, adapter_name=adapter))
+                if set(state) != expected:
+                    raise ValueError(
+                        f"{directory / adapter} does not match adapter {adapter!r}: "
+                        f"missing {sorted(expected - set(state))[:3]}, "
+                        f"unexpected {sorted(set(state) - expected)[:3]}"
+                    )
+                set_peft_model_state_dict(base.model, state, adapter_name=adapter)
+
+    # ----------------------------------------------------------------------- internals
+
+    def _base(self, agent: str) -> _Base:
+        if agent not in self._base_of:
+            raise KeyError(f"unknown agent {agent!r}; this policy has {list(self.agents)}")
+        return self._base_of[agent]
+
+    def _activate(self, base: _Base, adapter: str) -> None:
+        base.model.set_adapter(adapter)
+        # peft's set_adapter freezes the other adapters; every agent's adapter stays trainable.
+        for agent in self.agents:
+            if self._base_of[agent] is base:
+                for p in self.trainable_parameters(agent):
+                    p.requires_grad_(True)
+
+    @property
+    def generate_calls(self) -> int:
+        """How many generate calls this policy has made; checkpoints save it so a resumed run samples
+        exactly what the uninterrupted run would have."""
+        return self._generate_calls
+
+    @generate_calls.setter
+    def generate_calls(self, value: int) -> None:
+        self._generate_calls = value
+
+    def _call_seed(self) -> int:
+        digest = hashlib.sha256(f"{self.seed}/{self._generate_calls}".encode()).digest()
+        self._generate_calls += 1
+        return int.from_bytes(digest[:8], "little") >> 1
+
+    @staticmethod
+    @contextmanager
+    def _seeded(seed: int, *devices: torch.device) -> Iterator[None]:
+        cuda = sorted({d.index or 0 for d in devices if d.type == "cuda"})
+        with torch.random.fork_rng(devices=cuda):
+            torch.manual_seed(seed)
+            yield
+
+
+def _as_list(value: int | list[int] | None) -> list[int]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def _generation_config(
+    base: _Base, sampling: SamplingSpec, static: bool
+) -> tuple[GenerationConfig, LogitsProcessorList]:
+    """The generate settings and the logits processors.
+
+    Sampling is done by our `HeadSampler` (orchestry/agents/lora/head_sampler.py), which leaves only the drawn
+    token finite; transformers then runs in greedy mode and picks it.
+    """
+    config = GenerationConfig(
+        max_new_tokens=sampling.max_new_tokens,
+        min_new_tokens=sampling.min_new_tokens,
+        do_sample=False,
+        pad_token_id=base.tokenizer.pad_token_id,
+        eos_token_id=sorted(base.stop_ids),
+        cache_implementation="static" if static else None,
+    )
+    warpers = LogitsProcessorList()
+    if sampling.do_sample:
+        warpers.append(HeadSampler(sampling.temperature, sampling.top_k, sampling.top_p))
+    return config, warpers
+
+
+def _cut_at_stop(ids: list[int], stop_ids: set[int]) -> list[int]:
+    for k, token in enumerate(ids):
+        if token in stop_ids:
+            return ids[: k + 1]
+    return ids
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

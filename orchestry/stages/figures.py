@@ -1,0 +1,323 @@
+"""Stage `figures`: the paper's figures (PNG + PDF) and results tables from the metrics files.
+
+Figures: training curves (return and each reward level vs step, smoothed, with a band across seeds when
+several runs exist), baseline comparison (pass@1 and return with 95% CIs), scheme distribution per
+method, scheme evolution over training, and speed (tokens/s, response time). `reports/results.md` holds
+the methods x metrics tables.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from orchestry import io  # noqa: E402
+from orchestry.eval.metrics import quarter_means  # noqa: E402
+from orchestry.params import BASELINE_NAMES, Params  # noqa: E402
+
+HISTORY = Path("results/train/history.csv")
+SEED_RUNS = Path("reports/seed_runs")
+log = logging.getLogger("orchestry.stages.figures")
+SCHEMES = Path("results/schemes/summary.json")
+FIG_DIR = Path("reports/figures")
+RESULTS_MD = Path("reports/results.md")
+COMPARISON_CSV = Path("reports/comparison.csv")
+METHOD_LABELS = {
+    "single": "Single model",
+    "naive_concat": "Naive concat.",
+    "sequential": "Sequential",
+    "discussion": "Discussion",
+    "magrpo": "MAGRPO (ours)",
+}
+LEVELS = [
+    ("structure", "Structure"),
+    ("syntax", "Syntax"),
+    ("tests", "Tests"),
+    ("cooperation", "Cooperation"),
+]
+
+
+def metric_paths() -> dict[str, Path]:
+    paths = {n: Path(f"results/baselines/{n}/metrics.json") for n in BASELINE_NAMES}
+    paths["magrpo"] = Path("results/evaluate/metrics.json")
+    return paths
+
+
+def _style() -> None:
+    sns.set_theme(context="paper", style="whitegrid", palette="colorblind", font_scale=1.2)
+    plt.rcParams.update({"figure.dpi": 150, "savefig.bbox": "tight", "axes.titleweight": "bold"})
+
+
+def _save(fig: plt.Figure, name: str) -> None:
+    FIG_DIR.mkdir(parents=True, exist_ok=True)
+    for ext in ("png", "pdf"):
+        fig.savefig(
+            FIG_DIR / f"{name}.{ext}",
+            metadata={"CreationDate": None} if ext == "pdf" else {"Software": None},
+        )
+    plt.close(fig)
+
+
+def training_runs() -> dict[str, pd.DataFrame]:
+    """This run's history plus any other seeds' histories saved under reports/seed_runs/."""
+    runs = {"this run": pd.read_csv(HISTORY)}
+    if SEED_RUNS.is_dir():
+        runs |= {p.stem: pd.read_csv(p) for p in sorted(SEED_RUNS.glob("*.csv"))}
+    return runs
+
+
+def plot_training(runs: list[pd.DataFrame], smoothing: int) -> None:
+    panels = [("return_mean", "Return (max 4.0)")] + [(f"reward/{k}", label) for k, label in LEVELS]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), sharex=True)
+    colors = sns.color_palette("colorblind", len(panels))
+    # Only runs as long as this one (the first) make the band: a history from another config
+    # (other max_steps) would mix in steps this run does not have.
+    same = [r for r in runs if len(r) == len(runs[0])]
+    if len(same) < len(runs):
+        log.info(
+            "training curves: %d seed run(s) of another length left out", len(runs) - len(same)
+        )
+    for ax, (col, label), color in zip(axes, panels, colors, strict=True):
+        curves = np.stack(
+            [r[col].rolling(smoothing, min_periods=1).mean().to_numpy() for r in same if col in r]
+        )
+        steps = np.arange(curves.shape[1])
+        mean = curves.mean(axis=0)
+        ax.plot(steps, mean, color=color, lw=2, label=f"mean of {len(curves)} run(s)")
+        if len(curves) > 1:
+            ax.fill_between(
+                steps,
+                curves.min(axis=0),
+                curves.max(axis=0),
+                color=color,
+                alpha=0.25,
+                label="min-max across seeds",
+            )
+        ax.set_title(label)
+        ax.set_xlabel("Training step")
+        ax.set_ylabel("Reward (points)")
+    axes[0].legend(loc="lower right", fontsize=9, frameon=True)
+    fig.suptitle(f"MAGRPO training (moving average over {smoothing} steps)", y=1.03)
+    fig.tight_layout()
+    _save(fig, "training_curves")
+
+
+def plot_comparison(table: pd.DataFrame) -> None:
+    panels = [
+        ("pass@1", "pass@1_ci95", "pass@1 (fraction of problems)"),
+        ("test_pass_rate", None, "Asserts passed (fraction)"),
+        ("return_mean", "return_ci95", "Mean return (max 4.0)"),
+    ]
+    fig, axes = plt.subplots(1, len(panels), figsize=(16, 4.2))
+    colors = sns.color_palette("colorblind", len(table))
+    for ax, (col, ci, label) in zip(axes, panels, strict=True):
+        vals = table[col].to_numpy()
+        err = None
+        if ci is not None:
+            lo = vals - table[ci].map(lambda c: c[0]).to_numpy()
+            hi = table[ci].map(lambda c: c[1]).to_numpy() - vals
+            err = [lo, hi]
+        ax.bar(table["label"], vals, yerr=err, capsize=5, color=colors, edgecolor="black")
+        ax.set_ylabel(label)
+        ax.set_xlabel("Method")
+        ax.tick_params(axis="x", rotation=25)
+        tops = vals if err is None else vals + err[1]  # labels sit above the error-bar caps
+        top = max(float(np.max(tops)), 1e-9)
+        ax.set_ylim(0, top * 1.25 if col != "pass@1" else max(1.0, top * 1.25))
+        for x, (v, y) in enumerate(zip(vals, tops, strict=True)):
+            ax.annotate(
+                f"{v:.2f}",
+                (x, y),
+                xytext=(0, 4),
+                textcoords="offset points",
+                ha="center",
+                fontsize=9,
+            )
+        if not np.any(vals > 0):  # say so rather than leave an empty-looking panel
+            ax.text(
+                0.5,
+                0.55,
+                "0 for every method:\nno held-out problem\nfully solved",
+                transform=ax.transAxes,
+                ha="center",
+                va="center",
+                fontsize=10,
+                bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": "0.6"},
+            )
+    fig.suptitle("Test split: methods (error bars: 95% bootstrap CIs over problems)", y=1.02)
+    fig.tight_layout()
+    _save(fig, "baseline_comparison")
+
+
+def plot_speed(table: pd.DataFrame) -> None:
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    colors = sns.color_palette("colorblind", len(table))
+    for ax, (col, label) in zip(
+        axes,
+        [
+            ("tokens_per_s", "Generated tokens / s"),
+            ("response_seconds_mean", "Response time per sample (s)"),
+        ],
+        strict=True,
+    ):
+        ax.bar(table["label"], table[col], color=colors, edgecolor="black")
+        ax.set_ylabel(label)
+        ax.set_xlabel("Method")
+        ax.tick_params(axis="x", rotation=20)
+    fig.suptitle("Generation speed (same machine, batched generation)", y=1.02)
+    fig.tight_layout()
+    _save(fig, "speed")
+
+
+def _fractions(counts: dict[str, int], labels: list[str]) -> np.ndarray:
+    total = sum(counts.values())
+    return np.array([counts[k] / total if total else 0.0 for k in labels])
+
+
+def plot_schemes(summary: dict[str, Any]) -> None:
+    labels = summary["labels"]
+    colors = sns.color_palette("colorblind", len(labels))
+    methods = list(summary["per_method"])
+    fig, ax = plt.subplots(figsize=(10, 0.6 * len(methods) + 2))
+    left = np.zeros(len(methods))
+    fr = np.array([_fractions(summary["per_method"][m]["primary"], labels) for m in methods])
+    for j, label in enumerate(labels):
+        ax.barh(
+            methods,
+            fr[:, j],
+            left=left,
+            color=colors[j],
+            label=label.replace("_", " "),
+            edgecolor="white",
+        )
+        left += fr[:, j]
+    ax.set_xlabel("Fraction of (aux, main) pairs (primary label)")
+    ax.set_xlim(0, 1)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), title="Scheme", frameon=False)
+    ax.set_title("Cooperation schemes per method")
+    fig.tight_layout()
+    _save(fig, "scheme_distribution")
+
+    windows = summary["training_windows"]
+    fig, ax = plt.subplots(figsize=(10, 4))
+    if windows:
+        names = [f"{w['steps'][0]}-{w['steps'][1]}" for w in windows]
+        fr = np.array([_fractions(w["primary"], labels) for w in windows])
+        bottom = np.zeros(len(windows))
+        for j, label in enumerate(labels):
+            ax.bar(
+                names,
+                fr[:, j],
+                bottom=bottom,
+                color=colors[j],
+                label=label.replace("_", " "),
+                edgecolor="white",
+            )
+            bottom += fr[:, j]
+    ax.set_xlabel("Training steps (window)")
+    ax.set_ylabel("Fraction of pairs")
+    ax.set_ylim(0, 1)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), title="Scheme", frameon=False)
+    ax.set_title("Evolution of cooperation schemes during training")
+    fig.tight_layout()
+    _save(fig, "scheme_evolution")
+
+
+def load_table() -> pd.DataFrame:
+    rows = []
+    for method, path in metric_paths().items():
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} is missing; run the baseline/evaluate stages first")
+        rows.append(
+            {"method": method, "label": METHOD_LABELS[method], **json.loads(path.read_text())}
+        )
+    return pd.DataFrame(rows)
+
+
+def results_markdown(
+    table: pd.DataFrame,
+    train: dict[str, Any],
+    summary: dict[str, Any],
+    runs: dict[str, pd.DataFrame],
+) -> str:
+    ks = [c for c in table.columns if c.startswith("pass@") and not c.endswith("ci95")]
+    lines = [
+        "# Results",
+        "",
+        "Generated by `python -m orchestry figures` from the metrics files; do not edit.",
+        "",
+    ]
+    lines += ["## Methods on the test split", ""]
+    head = [
+        "Method",
+        *ks,
+        "pass@1 95% CI",
+        "Return",
+        "Return 95% CI",
+        "Syntax",
+        "Test pass rate",
+        "Coop. rate",
+        "Tokens/s",
+        "s/sample",
+    ]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for _, r in table.iterrows():
+        cells = [r["label"], *(f"{r[k]:.3f}" for k in ks)]
+        cells += [
+            f"[{r['pass@1_ci95'][0]:.3f}, {r['pass@1_ci95'][1]:.3f}]",
+            f"{r['return_mean']:.3f}",
+        ]
+        cells += [
+            f"[{r['return_ci95'][0]:.3f}, {r['return_ci95'][1]:.3f}]",
+            f"{r['syntax_rate']:.3f}",
+        ]
+        cells += [
+            f"{r['test_pass_rate']:.3f}",
+            f"{r['coop_rate']:.3f}",
+            f"{r['tokens_per_s']:.1f}",
+            f"{r['response_seconds_mean']:.2f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "## Training", ""]
+    lines += [
+        f"- {k}: {v:.4g}" if isinstance(v, float) else f"- {k}: {v}"
+        for k, v in sorted(train.items())
+    ]
+    lines += ["", "### Mean return, first vs last quarter of the steps, per training run", ""]
+    lines += ["| Run | steps | first quarter | last quarter | rises |", "|---|---|---|---|---|"]
+    for name, history in runs.items():
+        first, last = quarter_means(history["return_mean"].tolist())
+        rises = "yes" if last > first else "no"
+        lines.append(f"| {name} | {len(history)} | {first:.3f} | {last:.3f} | {rises} |")
+    lines += ["", "## Cooperation schemes (primary label, share of pairs)", ""]
+    labels = summary["labels"]
+    lines += ["| Method | pairs | " + " | ".join(labels) + " |", "|" + "---|" * (len(labels) + 2)]
+    for m, c in summary["per_method"].items():
+        fr = _fractions(c["primary"], labels)
+        lines.append(f"| {m} | {c['pairs']} | " + " | ".join(f"{x:.2f}" for x in fr) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def run(params: Params) -> None:
+    _style()
+    table = load_table()
+    summary = json.loads(SCHEMES.read_text())
+    train = json.loads(Path("results/train/metrics.json").read_text())
+    runs = training_runs()
+    plot_training(list(runs.values()), params.figures.smoothing)
+    plot_comparison(table)
+    plot_speed(table)
+    plot_schemes(summary)
+    cols = ["method", "label", "pass@1", "return_mean", "tokens_per_s", "response_seconds_mean"]
+    io.write_text(COMPARISON_CSV, table[cols].to_csv(index=False, float_format="%.6f"))
+    io.write_text(RESULTS_MD, results_markdown(table, train, summary, runs))

@@ -1,0 +1,153 @@
+"""Core objects built from validated params: the team policy, sampling, sandbox limits, Claude hooks.
+
+Stages call these so every stage turns the same params into the same objects.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from orchestry.agents.lora.base_model import ModelSpec
+from orchestry.agents.lora.team import LoraSpec, SamplingSpec, TeamPolicy
+from orchestry.algos.tree import ExpertFn, JudgeFn, RolloutSettings
+from orchestry.envs.code.sandbox.runner import SandboxLimits
+from orchestry.params import Params
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def model_spec(params: Params) -> ModelSpec:
+    m = params.model
+    return ModelSpec(
+        name=m.name,
+        dtype=m.dtype,
+        device=m.device,
+        quantization=m.quantization,
+        cache_dir=m.cache_dir,
+    )
+
+
+def make_policy(params: Params) -> TeamPolicy:
+    m = params.model
+    lora = LoraSpec(
+        r=m.lora.r,
+        alpha=m.lora.alpha,
+        dropout=m.lora.dropout,
+        target_modules=tuple(m.lora.target_modules),
+    )
+    base: ModelSpec | dict[str, ModelSpec] = model_spec(params)
+    if m.agent_models:
+        base = {
+            a: ModelSpec(**{**model_spec(params).__dict__, "name": m.agent_models.get(a, m.name)})
+            for a in m.agents
+        }
+    return TeamPolicy(
+        base,
+        m.agents,
+        lora,
+        shared_adapter=m.shared_adapter,
+        seed=params.seed,
+        gradient_checkpointing=m.gradient_checkpointing,
+    )
+
+
+def sampling_spec(params: Params) -> SamplingSpec:
+    s = params.sampling
+    return SamplingSpec(
+        temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, max_new_tokens=s.max_new_tokens
+    )
+
+
+def sandbox_limits(params: Params) -> SandboxLimits:
+    s = params.sandbox
+    return SandboxLimits(
+        timeout_s=s.timeout_s,
+        cpu_s=s.cpu_s,
+        memory_mb=s.memory_mb,
+        max_processes=s.max_processes,
+        max_file_mb=s.max_file_mb,
+        max_output_kb=s.max_output_kb,
+    )
+
+
+def rollout_settings(params: Params) -> RolloutSettings:
+    t = params.train
+    return RolloutSettings(
+        group_size=t.group_size,
+        turns=t.turns,
+        gamma=t.gamma,
+        joint_mode=t.joint_mode,
+        feedback=t.feedback,
+        early_stop_reward=t.early_stop_reward,
+        judge_weight=t.judge_weight,
+    )
+
+
+def claude_settings(params: Params, out_dir: Path):
+    """The Claude client settings; the ledger and cache live beside the stage's outputs."""
+    from orchestry.agents.claude.client import ClaudeSettings
+
+    a = params.anthropic
+    return ClaudeSettings(
+        model=a.model,
+        max_tokens=a.max_tokens,
+        base_url=a.base_url or None,
+        timeout_s=a.timeout_s,
+        max_attempts=a.max_attempts,
+        budget_usd=a.budget_usd,
+        prices={m: (p[0], p[1]) for m, p in a.prices.items()},
+        cache_dir=str(Path("cache/anthropic")) if a.cache else None,
+        ledger_path=str(out_dir / "api_ledger.jsonl"),
+    )
+
+
+def claude_hooks(params: Params, out_dir: Path) -> tuple[ExpertFn | None, JudgeFn | None]:
+    """Expert-edits feedback and the judge term, when params ask for them (else None, None)."""
+    need_expert = params.train.feedback == "expert_edits" and params.train.turns > 1
+    need_judge = params.train.judge_weight > 0
+    if not (need_expert or need_judge):
+        return None, None
+    from orchestry.agents.claude.client import ClaudeClient, expert_edits, judge_cooperation
+
+    client = ClaudeClient(claude_settings(params, out_dir))
+    expert: ExpertFn | None = None
+    judge: JudgeFn | None = None
+    if need_expert:
+
+        def expert(problem, code, diag):  # noqa: E306
+            return expert_edits(client, problem.prompt, code, diag)
+
+    if need_judge:
+
+        def judge(problem, code):  # noqa: E306
+            return judge_cooperation(client, problem.prompt, code)
+
+    return expert, judge
+
+
+def make_scorer(params: Params):
+    """The sandbox scorer with the params' reward weights and limits."""
+    from orchestry.envs.code.reward import RewardWeights
+    from orchestry.eval.protocols import Scorer
+
+    return Scorer(
+        RewardWeights(**params.reward.model_dump()), sandbox_limits(params), params.sandbox.workers
+    )
+
+
+def make_generator(params: Params, agents: list[str], out_dir: Path):
+    """Local base model + fresh adapters, or Claude agents when `evaluate.backend` is claude."""
+    if params.evaluate.backend == "claude":
+        from orchestry.agents.claude.client import ClaudeAgents, ClaudeClient
+
+        return ClaudeAgents(ClaudeClient(claude_settings(params, out_dir)), agents)
+    p = params.model_copy(update={"model": params.model.model_copy(update={"agents": agents})})
+    return make_policy(p)

@@ -1,0 +1,141 @@
+"""Prompts, code extraction and feedback of the team environment."""
+
+import pytest
+
+from orchestry.envs.code.problems import FunctionSpec, Problem
+from orchestry.envs.code.prompts import (
+    Roles,
+    agent_code,
+    diagnostics,
+    extract_code,
+    feedback_message,
+    initial_messages,
+    next_messages,
+)
+from orchestry.envs.code.reward import RewardWeights, code_facts, level_reward
+from orchestry.envs.code.sandbox.runner import TestReport
+
+PROBLEM = Problem(
+    id="t/double_sum",
+    source="coop",
+    prompt="Return twice the sum of a and b.",
+    helpers=(
+        FunctionSpec(
+            "aux",
+            'def aux(a: int, b: int) -> int:\n    """Sum of a and b."""',
+            "def aux(a, b):\n    return a + b\n",
+        ),
+    ),
+    main=FunctionSpec(
+        "double_sum",
+        'def double_sum(a: int, b: int) -> int:\n    """Twice aux(a, b)."""',
+        "def double_sum(a, b):\n    return 2 * aux(a, b)\n",
+    ),
+    tests=("assert candidate(1, 2) == 6", "assert candidate(0, 0) == 0"),
+)
+ROLES = Roles.from_agents(["aux", "main"])
+
+
+def test_main_sees_aux_signature_but_not_its_code():
+    helper = initial_messages(PROBLEM, ROLES, "aux")[-1]["content"]
+    main = initial_messages(PROBLEM, ROLES, "main")[-1]["content"]
+    assert "def aux(a: int, b: int)" in helper and "double_sum" in helper
+    assert "def aux(a: int, b: int) -> int:" in main
+    assert "return a + b" not in main and "return a + b" not in helper
+
+
+def test_team_size_must_match_problem():
+    with pytest.raises(ValueError, match="t/double_sum has 1 helper"):
+        initial_messages(PROBLEM, Roles.from_agents(["a1", "a2", "main"]), "main")
+
+
+# Completions in the shapes SmolLM2-135M-Instruct actually produces.
+REAL_FENCED = """Here is the helper function:
+
+```python
+def aux(a: int, b: int) -> int:
+    \"\"\"Sum of a and b.\"\"\"
+    return a + b
+```
+
+This function adds two numbers. For example:
+```python
+print(aux(1, 2))
+```
+"""
+REAL_TRUNCATED = """```python
+def double_sum(a: int, b: int) -> int:
+    result = aux(a, b)
+    return result * 2
+
+def helper_unused(x):
+    for i in range(x):
+        if i >"""
+REAL_NO_FENCE = """To solve this problem we can write:
+def double_sum(a, b):
+    return 2 * aux(a, b)
+double_sum(1, 2)
+This returns 6."""
+
+
+def test_extract_from_fenced_blocks_drops_example_calls():
+    code = extract_code(REAL_FENCED)
+    assert code.startswith("def aux(a: int, b: int) -> int:")
+    assert "print" not in code
+
+
+def test_extract_cuts_truncated_tail():
+    code = extract_code(REAL_TRUNCATED)
+    assert "def double_sum" in code and "return result * 2" in code
+    assert "helper_unused" not in code or "if i >" not in code
+    compile(code, "<x>", "exec")
+
+
+def test_extract_without_fence():
+    code = extract_code(REAL_NO_FENCE)
+    assert code.strip().startswith("def double_sum(a, b):")
+    assert "double_sum(1, 2)\n" not in code + "\n" or code.count("double_sum(1, 2)") == 0
+
+
+def test_extract_nothing_usable():
+    assert extract_code("I cannot help with that.") == ""
+    assert extract_code("```python\n```") == ""
+
+
+def test_main_may_not_redefine_aux_and_helper_may_not_define_main():
+    text = "```python\ndef aux(a, b):\n    return 0\n\ndef double_sum(a, b):\n    return 2 * aux(a, b)\n```"
+    main_code = agent_code(text, PROBLEM, ROLES, "main")
+    assert "def aux" not in main_code and "def double_sum" in main_code
+    helper_code = agent_code(text, PROBLEM, ROLES, "aux")
+    assert "def aux" in helper_code and "double_sum" not in helper_code
+
+
+def test_feedback_carries_diagnostics_and_history():
+    report = TestReport(
+        passed=(True, False),
+        first_failure="test 2: AssertionError: candidate(0, 0) == 1",
+        syntax_error=None,
+        load_error=None,
+        timed_out=False,
+        output="",
+    )
+    main = "def double_sum(a, b):\n    return a + b\n"
+    reward = level_reward(
+        code_facts([PROBLEM.helpers[0].reference], ["aux"], main, "double_sum"),
+        report,
+        RewardWeights(),
+    )
+    diag = diagnostics(PROBLEM, reward, report, main)
+    assert (
+        "Tests passed: 1/2" in diag
+        and "First failure: test 2" in diag
+        and "does not call `aux`" in diag
+    )
+    msg = feedback_message("level_feedback", diag)
+    assert diag in msg
+    assert diag not in feedback_message("plain", diag)
+    assert "expert" in feedback_message("expert_edits", diag, "use aux")
+    history = next_messages(initial_messages(PROBLEM, ROLES, "main"), "old answer", msg)
+    assert [m["role"] for m in history] == ["system", "user", "assistant", "user"]
+    with pytest.raises(ValueError, match="unknown feedback mode"):
+        feedback_message("loud", diag)

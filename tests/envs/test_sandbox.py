@@ -1,0 +1,596 @@
+"""The sandbox on real isolated runs: correct, wrong and broken programs, and a hostile suite."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import secrets
+import socket
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestry.envs.code.sandbox import harness as _sandbox_harness
+from orchestry.envs.code.sandbox.runner import (
+    SandboxJob,
+    SandboxLimits,
+    SandboxUnavailable,
+    TestReport,
+    _report_from_records,
+    check_isolation_available,
+    harden_snippet,
+    isolation_problem,
+    run_many,
+    run_tests_in_sandbox,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+THIS_FILE = Path(__file__).resolve()
+ADD = "def add(a, b):\n    return a + b\n"
+# Programs expected to finish get a wall clock that stays generous on a loaded machine; programs
+# that hog the CPU until they are stopped get a short one (and run apart from the others).
+ROOMY = SandboxLimits(timeout_s=10.0, cpu_s=5, memory_mb=256)
+HOG = SandboxLimits(timeout_s=2.0, cpu_s=2, memory_mb=256)
+HOGS = ("infinite_loop", "infinite_loop_in_test", "fork_bomb", "deep_recursion")
+
+
+def run(
+    program: str,
+    *tests: str,
+    entry_point: str | None = "add",
+    setup: str = "",
+    limits: SandboxLimits = ROOMY,
+) -> TestReport:
+    return run_tests_in_sandbox(SandboxJob(program, tests, setup, entry_point), limits)
+
+
+# --- ordinary programs ----------------------------------------------------------------------
+
+
+def test_isolation_is_available_here() -> None:
+    check_isolation_available()
+
+
+def test_correct_program_passes_float_tolerance_loops_and_candidate() -> None:
+    r = run(
+        ADD + "print('hello from the program')",
+        "assert candidate(2, 3) == 5",
+        "assert abs(candidate(0.1, 0.2) - 0.3) < 1e-9",
+        "for x in range(3):\n    assert candidate(x, 1) >= 1",
+        "assert add(1, 1) == 2 and candidate(1, 1) == 2",
+        "assert candidate([1], [2]) == [1, 2] != [2, 1]",
+    )
+    assert r.passed == (True,) * 5
+    assert (r.first_failure, r.syntax_error, r.load_error, r.timed_out) == (None, None, None, False)
+    assert r.output == "hello from the program\n"
+    assert r.n_passed == 5 and r.pass_rate == 1.0
+
+
+def test_wrong_program_fails_with_the_first_failure_named() -> None:
+    r = run(
+        "def add(a, b):\n    return a * b\n",
+        "assert candidate(2, 2) == 4",
+        "assert candidate(1, 2) == 3, 'expected 3'",
+        "assert candidate(0, 5) == 5",
+    )
+    assert r.passed == (True, False, False)
+    assert r.first_failure == "test 2: AssertionError: expected 3"
+    assert r.pass_rate == pytest.approx(1 / 3)
+
+
+def test_missing_helper_is_a_name_error_in_the_test() -> None:
+    r = run("def main(x):\n    return aux(x)\n", "assert candidate(1) == 2", entry_point="main")
+    assert r.passed == (False,)
+    assert r.first_failure == "test 1: NameError: name 'aux' is not defined"
+
+
+def test_syntax_error_reported_with_its_line() -> None:
+    r = run("def add(a, b):\n    return a +\n", "assert candidate(1, 2) == 3")
+    assert r.passed == (False,)
+    assert r.syntax_error == "line 2: invalid syntax"
+    assert r.load_error is None
+
+
+def test_load_error_stops_before_the_tests() -> None:
+    r = run(ADD + "raise ValueError('boom at import')\n", "assert candidate(1, 2) == 3")
+    assert r.passed == (False,)
+    assert r.load_error == "ValueError: boom at import"
+    assert r.first_failure == "test 1: no result (the program failed to load)"
+
+
+def test_missing_entry_point_is_a_load_error() -> None:
+    r = run("def other():\n    pass\n", "assert candidate(1, 2) == 3")
+    assert r.passed == (False,)
+    assert r.load_error == "NameError: entry point 'add' is not defined"
+
+
+def test_main_guard_does_not_run_and_stdlib_imports_work() -> None:
+    program = (
+        "import collections, functools, heapq, itertools, json, math, re, typing\n"
+        "def add(a, b):\n    return math.fsum([a, b])\n"
+        "if __name__ == '__main__':\n    add(int(input()), 1)\n"
+    )
+    assert run(program, "assert candidate(1, 2) == 3").passed == (True,)
+
+
+def test_setup_data_and_per_test_namespaces() -> None:
+    r = run(
+        ADD,
+        "x = candidate(*CASES[0])",
+        "try:\n    x\nexcept NameError:\n    pass\nelse:\n    raise AssertionError('leaked')",
+        "assert [candidate(a, b) for a, b in CASES] == [3, 7]",
+        setup="CASES = [(1, 2), (3, 4)]\n",
+    )
+    assert r.passed == (True, True, True)
+    broken = run(ADD, "assert True", setup="raise RuntimeError('bad setup')")
+    assert broken.passed == (False,)
+    assert broken.load_error == "setup: RuntimeError: bad setup"
+
+
+def test_timeout_keeps_the_results_of_finished_tests() -> None:
+    program = "def f(x):\n    while x < 0:\n        pass\n    return x\n"
+    r = run(
+        program,
+        "assert candidate(1) == 1",
+        "candidate(-1)",
+        "assert candidate(2) == 2",
+        entry_point="f",
+        limits=SandboxLimits(timeout_s=2.0, cpu_s=5),
+    )
+    assert r.passed == (True, False, False)
+    assert r.timed_out
+    assert r.first_failure == "test 2: no result (timed out)"
+
+
+def test_cpu_limit_counts_as_a_timeout() -> None:
+    program = "def f(x):\n    while True:\n        pass\n"
+    limits = SandboxLimits(timeout_s=10.0, cpu_s=1)
+    r = run(program, "candidate(1)", entry_point="f", limits=limits)
+    assert r.timed_out and r.passed == (False,)
+    assert r.first_failure == "test 1: no result (CPU time limit exceeded)"
+
+
+def test_invalid_tests_and_limits_are_refused_at_the_boundary() -> None:
+    with pytest.raises(ValueError, match="test 2 of the job"):
+        run(ADD, "assert True", "assert (")
+    with pytest.raises(ValueError, match="timeout_s"):
+        SandboxLimits(timeout_s=0)
+    with pytest.raises(ValueError, match="hidden_paths"):
+        SandboxLimits(hidden_paths=("/",))
+
+
+def test_isolation_problem_names_what_is_missing() -> None:
+    harness = Path(_sandbox_harness.__file__)
+    assert isolation_problem(0, "/usr/bin/unshare", "/bin/sh", harness) is None
+    assert "needs root" in (isolation_problem(1000, "/usr/bin/unshare", "/bin/sh", harness) or "")
+    assert "unshare" in (isolation_problem(0, None, "/bin/sh", harness) or "")
+
+
+def test_a_sandbox_that_never_got_ready_fails_loudly() -> None:
+    refused = "unshare: unshare failed: Operation not permitted"
+    with pytest.raises(SandboxUnavailable, match="exited before it got ready.*not permitted"):
+        _report_from_records(1, [], refused, killed=False)
+
+
+# --- the hardened comparisons keep Python's meaning on builtin values ---------------------------
+
+
+def _run_hardened(source: str) -> dict[str, object]:
+    ns: dict[str, object] = dict(_sandbox_harness.make_strict_helpers())
+    exec(harden_snippet(source), ns)
+    return ns
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "1 == 1.0 == True",
+        "[1, (2, 3), {'a': {4}}] == [1, (2, 3), {'a': frozenset({4})}]",
+        "{1: 'a'} != {1: 'b'}",
+        "[NAN] == [NAN] and [float('nan')] != [NAN]",
+        "1 < 2 <= 2 > 0",
+        "not (3 < 2 < 1)",
+        "3 in range(5) and 'b' in 'abc' and 4 not in {1: 2}",
+        "None is None and [] is not None",
+        "abs(0.1 + 0.2 - 0.3) < 1e-9",
+        "(-5) // 2 == -3 and 2 ** 10 == 1024 and 7 % 3 == 1 and ~0 == -1",
+        "([] or 'x') == 'x' and (0 and 1) == 0",
+        "[y for y in range(6) if y % 2] == [1, 3, 5]",
+        "('yes' if [0] else 'no') == 'yes'",
+        "type(3) == int and type('') is not bytes and isinstance(True, int)",
+    ],
+)
+def test_hardened_expressions_keep_builtin_semantics(expr: str) -> None:
+    ns = _run_hardened(f"NAN = float('nan')\nresult = {expr}")
+    assert ns["result"] is True
+    assert "__sandbox_" in harden_snippet(expr)
+
+
+def test_hardened_augmented_assignment_mutates_lists_in_place() -> None:
+    ns = _run_hardened("a = [1]\nb = a\na += [2]\nn = 1\nn -= 3")
+    assert ns["b"] == [1, 2] and ns["a"] is ns["b"] and ns["n"] == -2
+
+
+def test_hardened_code_refuses_objects_that_fake_answers() -> None:
+    class Always:
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        def __bool__(self) -> bool:
+            return True
+
+        def __sub__(self, other: object) -> float:
+            return 0.0
+
+    tests = (
+        "assert x == 5",
+        "assert x",
+        "assert abs(x - 0.5) < 1e-6",
+        "assert not x != 5",
+        "assert type(x) == int",
+    )
+    for test in tests:
+        ns = dict(_sandbox_harness.make_strict_helpers(), x=Always())
+        with pytest.raises(Exception, match="needs builtin values"):
+            exec(harden_snippet(test), ns)
+
+
+# --- the hostile suite ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def canaries() -> Iterator[list[Path]]:
+    """World-writable canaries in /tmp and /var/tmp: any uid could delete them without isolation."""
+    made = []
+    for base in ("/tmp", "/var/tmp"):
+        directory = Path(tempfile.mkdtemp(prefix="orchestry-canary-", dir=base))
+        directory.chmod(0o777)
+        canary = directory / "canary.txt"
+        canary.write_text("canary")
+        canary.chmod(0o666)
+        made.append(canary)
+    yield made
+    for canary in made:
+        canary.unlink(missing_ok=True)
+        for leftover in canary.parent.iterdir():
+            leftover.unlink()
+        canary.parent.rmdir()
+
+
+@pytest.fixture(scope="module")
+def hostile(canaries: list[Path]) -> Iterator[dict[str, object]]:
+    """Run the hostile programs (two run_many batches) under a planted API key and a listener."""
+    key = "sk-ant-test-" + secrets.token_hex(12)
+    marker = "orchestry-leftover-" + secrets.token_hex(6)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    data_file = next(iter(sorted((REPO / "data").rglob("*.yaml"))), THIS_FILE)
+    key_hash = hashlib.sha256(key.encode()).hexdigest()
+    wrong = (
+        "assert candidate(2) == 5",
+        "assert abs(candidate(2) - 5) < 1e-6",
+        "assert candidate(2)",
+    )
+    programs: dict[str, tuple[str, tuple[str, ...]]] = {
+        "infinite_loop": ("while True:\n    pass\n", wrong),
+        "infinite_loop_in_test": ("def f(x):\n    while True:\n        pass\n", wrong),
+        "fork_bomb": (
+            "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n"
+            "        pass\n",
+            wrong,
+        ),
+        "memory_bomb": ("blocks = []\nwhile True:\n    blocks.append(bytearray(10**7))\n", wrong),
+        "deep_recursion": (
+            "import sys\nsys.setrecursionlimit(10**8)\ndef f(n):\n    return f(n + 1) + 1\nf(0)\n",
+            wrong,
+        ),
+        "huge_output": (
+            "for _ in range(5000):\n    print('x' * 10000)\ndef f(x):\n    return 0\n",
+            wrong,
+        ),
+        "write_outside": (
+            "import os\n"
+            f"TARGETS = {[str(c) for c in canaries]!r}\n"
+            "def f(x):\n"
+            "    for path in TARGETS:\n"
+            "        for attack in (lambda: os.remove(path), lambda: open(path, 'w').write('x'),\n"
+            "                       lambda: open(path + '.new', 'w').write('x')):\n"
+            "            try:\n                attack()\n            except OSError:\n"
+            "                pass\n"
+            f"    for path in ({str(THIS_FILE)!r}, {str(REPO / 'PWNED')!r}):\n"
+            "        try:\n            open(path, 'w').write('pwned')\n        except OSError:\n"
+            "            pass\n"
+            "    open('inside_tmp.txt', 'w').write('allowed')\n"
+            "    return 0\n",
+            wrong,
+        ),
+        "network": (
+            "import socket\n"
+            "def f(x):\n    s = socket.socket()\n    s.settimeout(1)\n"
+            f"    s.connect(('127.0.0.1', {port}))\n    return 5\n",
+            wrong,
+        ),
+        "sys_exit_at_load": ("import sys\nsys.exit(0)\ndef f(x):\n    return 5\n", wrong),
+        "os_exit_at_load": ("import os\nos._exit(0)\ndef f(x):\n    return 5\n", wrong),
+        "exits_in_tests": (
+            "import os, sys\nclass Escape(BaseException):\n    pass\n"
+            "def f(how):\n    if how == 'sys':\n        sys.exit(0)\n"
+            "    if how == 'kbd':\n        raise KeyboardInterrupt\n"
+            "    if how == 'base':\n        raise Escape()\n"
+            "    os._exit(0)\n",
+            (
+                "candidate('sys')",
+                "candidate('kbd')",
+                "candidate('base')",
+                "candidate('os')",
+                "assert True",
+            ),
+        ),
+        "fake_pass_records": (
+            "import os\nprint('PASSED\\nall tests passed\\nok')\n"
+            "for fd in range(1, 256):\n"
+            "    for index in range(1, 4):\n"
+            "        try:\n"
+            "            os.write(fd, b'0' * 32 + b' P %d \\n' % index)\n"
+            "            os.write(fd, b'0' * 32 + b' C 0 \\n')\n"
+            "        except OSError:\n            pass\n"
+            "def f(x):\n    print('PASSED')\n    return 0\n",
+            wrong,
+        ),
+        "always_equal": (
+            "class Meta(type):\n    def __eq__(cls, other):\n        return True\n"
+            "    def __hash__(cls):\n        return hash(int)\n"
+            "class E(int, metaclass=Meta):\n"
+            "    __eq__ = lambda s, o: True\n    __ne__ = lambda s, o: False\n"
+            "    __bool__ = lambda s: True\n    __lt__ = __le__ = __gt__ = __ge__ = __eq__\n"
+            "    __sub__ = __rsub__ = __abs__ = lambda s, *o: 0.0\n"
+            "    __hash__ = int.__hash__\n"
+            "def f(x):\n    return E(7)\n",
+            wrong
+            + (
+                "assert not candidate(2) != 5",
+                "assert candidate(2) in [5]",
+                "if not candidate(2):\n    raise AssertionError",
+            ),
+        ),
+        "patch_builtins": (
+            "import builtins, operator, os, sys, marshal\n"
+            "for name in ('AssertionError', 'BaseException', 'Exception', 'NameError'):\n"
+            "    setattr(builtins, name, KeyError)\n"
+            "builtins.isinstance = lambda *a: True\nbuiltins.type = lambda *a: int\n"
+            "builtins.print = builtins.len = builtins.range = builtins.str = None\n"
+            "builtins.id = lambda x: 0\nbuiltins.exec = lambda *a, **k: None\n"
+            "os.write = lambda *a: 0\nos._exit = lambda *a: None\n"
+            "operator.eq = operator.lt = operator.gt = lambda a, b: True\n"
+            "__builtins__['AssertionError'] = KeyError\n"
+            "def f(x):\n    return 0\n",
+            wrong,
+        ),
+        "patch_helpers": (
+            "import __main__\n"
+            "def f(x):\n"
+            "    for ns in (globals(), vars(__main__)):\n"
+            "        for name in ('__sandbox_cmp__', '__sandbox_truth__', '__sandbox_binop__'):\n"
+            "            ns[name] = lambda *a: True\n"
+            "    return 0\n",
+            wrong,
+        ),
+        "read_repo_files": (
+            f"def f(x):\n    return open({str(data_file)!r}).read()\n",
+            (
+                f"assert candidate(2) == {data_file.read_text()!r}",
+                f"assert len(__import__('os').listdir({str(REPO)!r})) > 0",
+            ),
+        ),
+        "read_api_key": (
+            "import glob, os\n"
+            "def f(x):\n"
+            "    found = os.environ.get('ANTHROPIC_API_KEY', '')\n"
+            "    for path in glob.glob('/proc/*/environ'):\n"
+            "        try:\n            data = open(path, 'rb').read()\n"
+            "        except OSError:\n            continue\n"
+            "        for item in data.split(b'\\0'):\n"
+            "            if item.startswith(b'ANTHROPIC_API_KEY='):\n"
+            "                found = item.split(b'=', 1)[1].decode()\n"
+            "    print('ENV', dict(os.environ))\n"
+            "    return found\n",
+            (
+                f"import hashlib\nassert hashlib.sha256(candidate(2).encode()).hexdigest() == "
+                f"{key_hash!r}",
+            ),
+        ),
+        "background_process": (
+            "import os, subprocess, sys, time\n"
+            "child = os.fork()\n"
+            "if child == 0:\n    os.setsid()\n"
+            "    os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(100)', "
+            f"{marker!r}])\n"
+            "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(100)', "
+            f"{marker!r}], start_new_session=True)\n"
+            "print('spawned', child, p.pid)\n"
+            "def f(x):\n    return 0\n",
+            wrong,
+        ),
+    }
+    jobs = {
+        name: SandboxJob(program, tests, entry_point="f")
+        for name, (program, tests) in programs.items()
+    }
+    hogs = [name for name in programs if name in HOGS]
+    others = [name for name in programs if name not in HOGS]
+    this_file_before = THIS_FILE.read_bytes()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ANTHROPIC_API_KEY", key)
+        reports = dict(zip(hogs, run_many([jobs[n] for n in hogs], HOG, workers=4), strict=True))
+        others_run = run_many([jobs[n] for n in others], ROOMY, workers=4)
+        reports.update(zip(others, others_run, strict=True))
+    try:
+        listener.accept()
+        connected = True
+    except BlockingIOError:
+        connected = False
+    finally:
+        listener.close()
+    yield {
+        "reports": reports,
+        "key": key,
+        "marker": marker,
+        "connected": connected,
+        "this_file_unchanged": THIS_FILE.read_bytes() == this_file_before,
+    }
+
+
+HOSTILE = [
+    "infinite_loop",
+    "infinite_loop_in_test",
+    "fork_bomb",
+    "memory_bomb",
+    "deep_recursion",
+    "huge_output",
+    "write_outside",
+    "network",
+    "sys_exit_at_load",
+    "os_exit_at_load",
+    "exits_in_tests",
+    "fake_pass_records",
+    "always_equal",
+    "patch_builtins",
+    "patch_helpers",
+    "read_repo_files",
+    "read_api_key",
+    "background_process",
+]
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_hostile_program_does_not_pass(hostile: dict, name: str) -> None:
+    report: TestReport = hostile["reports"][name]
+    assert report.passed and not any(report.passed), report
+    assert report.first_failure is not None
+
+
+def test_hostile_loops_and_bombs_time_out_or_fail_to_load(hostile: dict) -> None:
+    reports = hostile["reports"]
+    for name in ("infinite_loop", "infinite_loop_in_test", "fork_bomb"):
+        assert reports[name].timed_out, name
+    assert reports["memory_bomb"].load_error == "MemoryError"
+    assert reports["sys_exit_at_load"].load_error == "SystemExit: 0"
+    assert "ended early: exit code 0" in reports["os_exit_at_load"].first_failure
+    exits = reports["exits_in_tests"]
+    assert exits.first_failure == "test 1: SystemExit: 0"
+    assert exits.passed == (False,) * 5
+
+
+def test_hostile_output_is_capped(hostile: dict) -> None:
+    output = hostile["reports"]["huge_output"].output
+    assert output.startswith("x" * 10000)
+    assert len(output.encode()) < ROOMY.max_output_kb * 1024 + 100
+    assert output.endswith("KB discarded]")
+
+
+def test_hostile_code_changes_nothing_outside_its_tmp(hostile: dict, canaries: list[Path]) -> None:
+    for canary in canaries:
+        assert stat.S_IMODE(canary.parent.stat().st_mode) == 0o777  # reachable without isolation
+        assert canary.read_text() == "canary"
+        assert sorted(p.name for p in canary.parent.iterdir()) == ["canary.txt"]
+    assert hostile["this_file_unchanged"]
+    assert not (REPO / "PWNED").exists()
+    assert not Path("/tmp/inside_tmp.txt").exists()
+
+
+def test_hostile_code_gets_no_network_no_key_no_repo(hostile: dict) -> None:
+    reports = hostile["reports"]
+    assert not hostile["connected"]
+    assert "Network is unreachable" in reports["network"].first_failure
+    assert hostile["key"] not in reports["read_api_key"].output
+    assert "'HOME': '/tmp'" in reports["read_api_key"].output  # the program did print its env
+    assert "No such file or directory" in reports["read_repo_files"].first_failure
+
+
+def test_hostile_forgeries_and_patches_are_ignored(hostile: dict) -> None:
+    reports = hostile["reports"]
+    assert "PASSED" in reports["fake_pass_records"].output
+    assert "needs builtin values" in reports["always_equal"].first_failure
+    assert reports["patch_builtins"].first_failure == "test 1: AssertionError"
+    assert reports["patch_helpers"].first_failure == "test 1: AssertionError"
+
+
+def test_hostile_background_processes_do_not_survive(hostile: dict) -> None:
+    assert "spawned" in hostile["reports"]["background_process"].output
+    leftovers = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if hostile["marker"].encode() in cmdline:
+                leftovers.append(proc.name)
+    assert leftovers == []
+
+
+def test_patched_builtins_do_not_break_the_harness() -> None:
+    """A correct program that vandalises builtins, os and operator still gets honest passes."""
+    program = (
+        "import builtins, operator, os\n"
+        "builtins.len = builtins.range = builtins.isinstance = builtins.str = None\n"
+        "builtins.type = lambda *a: int\nbuiltins.exec = builtins.compile = None\n"
+        "builtins.BaseException = builtins.AssertionError = KeyError\n"
+        "operator.eq = operator.lt = lambda a, b: False\nos.write = lambda *a: 0\n" + ADD
+    )
+    r = run(
+        program,
+        "assert candidate(2, 3) == 5",
+        "assert candidate(1, 1) == 3",
+        "assert candidate(1, 2) < 4",
+    )
+    assert r.passed == (True, False, True)
+    assert r.first_failure == "test 2: AssertionError"
+
+
+# --- parallel runs --------------------------------------------------------------------------
+
+
+def test_run_many_matches_one_by_one() -> None:
+    programs = [
+        ADD,
+        "def add(a, b):\n    return a - b\n",
+        "def add(a, b)\n    return a\n",
+        "raise KeyError('k')\n",
+        "import os\nos._exit(3)\n",
+        "def add(a, b):\n    print(a, b)\n    return a + b\n",
+        "def add(a, b):\n    while a:\n        pass\n",
+        "class E:\n    __eq__ = lambda s, o: True\ndef add(a, b):\n    return E()\n",
+    ]
+    tests = (
+        "assert candidate(2, 3) == 5",
+        "assert candidate(0, 0) == 0",
+        "assert math.isclose(candidate(0.5, 0.25), 0.75)",
+    )
+    jobs = [SandboxJob(p, tests, setup="import math", entry_point="add") for p in programs] * 2
+    limits = SandboxLimits(timeout_s=2.5, cpu_s=5, memory_mb=256)
+    together = run_many(jobs, limits, workers=4)
+    alone = [run_tests_in_sandbox(job, limits) for job in jobs[: len(programs)]] * 2
+    assert together == alone
+    assert together[0].passed == (True, True, True)
+    assert together[6].timed_out and together[6].passed == (False, False, False)
+    assert math.isclose(sum(r.pass_rate for r in together), 2 * (1 + 1 / 3 + 1))
+    assert run_many([], limits, workers=2) == []
+
+
+def test_parallel_sandboxes_get_distinct_uids() -> None:
+    program = "import os\ndef f():\n    return os.getuid()\nprint(os.getuid())\n"
+    jobs = [SandboxJob(program, ("assert candidate() > 0",), entry_point="f")] * 4
+    slow = SandboxJob("import os, time\nprint(os.getuid())\ntime.sleep(1.0)\n", ("assert True",))
+    reports = run_many([slow, slow, slow], ROOMY, workers=3)
+    uids = {r.output.strip() for r in reports}
+    assert len(uids) == 3 and all(int(u) >= 1_900_000_000 for u in uids)
+    assert all(r.passed == (True,) for r in run_many(jobs, ROOMY, workers=2))
+    assert os.geteuid() == 0  # the test process itself never changed uid

@@ -1,0 +1,77 @@
+"""pass@k against hand-computed values, and metrics re-derived from rows."""
+
+import math
+
+import pytest
+
+from orchestry.eval.metrics import bootstrap_ci, compute_metrics, pass_at_k, quarter_means
+
+
+@pytest.mark.parametrize(
+    ("n", "c", "k", "expected"),
+    [
+        (5, 0, 1, 0.0),
+        (5, 5, 5, 1.0),
+        (5, 1, 1, 0.2),
+        (4, 1, 2, 1 - 3 / 6),  # 1 - C(3,2)/C(4,2)
+        (10, 3, 5, 1 - math.comb(7, 5) / math.comb(10, 5)),
+        (3, 0, 3, 0.0),  # n == k, c == 0
+        (3, 1, 3, 1.0),  # n == k, c > 0
+    ],
+)
+def test_pass_at_k(n, c, k, expected):
+    assert pass_at_k(n, c, k) == pytest.approx(expected)
+
+
+def test_pass_at_k_rejects_k_above_n():
+    with pytest.raises(ValueError, match="1 <= k <= n"):
+        pass_at_k(2, 1, 3)
+
+
+def test_bootstrap_ci_brackets_mean_and_is_seeded():
+    vals = [0.0, 1.0, 0.5, 0.25]
+    lo, hi = bootstrap_ci(vals, 500, seed=1)
+    assert lo <= sum(vals) / 4 <= hi
+    assert (lo, hi) == bootstrap_ci(vals, 500, seed=1)
+    assert bootstrap_ci([0.3] * 5, 100, 0) == pytest.approx((0.3, 0.3))
+
+
+def _row(pid, correct, total):
+    return {
+        "problem_id": pid,
+        "correct": correct,
+        "main_defined": True,
+        "reward": {
+            "total": total,
+            "structure": 1.0,
+            "syntax": 0.5,
+            "pass_rate": 1.0 if correct else 0.0,
+            "main_calls_aux": True,
+        },
+        "seconds": 0.5,
+        "new_tokens": 10,
+    }
+
+
+def test_compute_metrics_from_rows():
+    rows = [
+        _row("a", True, 4.0),
+        _row("a", False, 1.0),
+        _row("b", False, 2.0),
+        _row("b", False, 2.0),
+    ]
+    m = compute_metrics(rows, ks=[1, 2, 3], resamples=100, seed=0)
+    assert m["pass@1"] == pytest.approx((0.5 + 0.0) / 2)
+    assert m["pass@2"] == pytest.approx((1.0 + 0.0) / 2)
+    assert "pass@3" not in m  # n = 2 < 3
+    assert m["return_mean"] == pytest.approx((2.5 + 2.0) / 2)
+    assert m["coop_rate"] == pytest.approx(0.25)
+    assert m["tokens_per_s"] == pytest.approx(20.0)
+
+
+def test_quarter_means_compare_first_and_last_quarter() -> None:
+    assert quarter_means([0.2, 0.4, 0.1, 0.5, 0.9, 1.0, 0.8, 1.2]) == pytest.approx((0.3, 1.0))
+
+
+def test_quarter_means_of_a_short_run_use_one_step_each() -> None:
+    assert quarter_means([0.5, 0.7, 0.6]) == (0.5, 0.6)

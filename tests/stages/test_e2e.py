@@ -1,0 +1,91 @@
+"""End to end: the real pipeline on a tiny params file with the embedded model, via DVC and Snakemake."""
+
+import json
+from pathlib import Path
+
+from conftest import run_in
+
+from orchestry.eval.metrics import compute_metrics
+
+BASELINES = ["single", "naive_concat", "sequential", "discussion"]
+
+
+def strip_timing(path: Path) -> list[dict]:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for r in rows:
+        r.pop("seconds"), r.pop("new_tokens")
+    return rows
+
+
+def test_dvc_repro_then_snakemake_give_the_same_results(tiny_repo, tmp_path):
+    repo, _ = tiny_repo
+    run_in(repo, "dvc", "repro")
+    for name in [
+        "reports/results.md",
+        "results/smoke/smoke.json",
+        "results/train/metrics.json",
+        "results/schemes/summary.json",
+        "results/evaluate/metrics.json",
+    ]:
+        assert (repo / name).is_file(), name
+    for fig in [
+        "training_curves",
+        "baseline_comparison",
+        "speed",
+        "scheme_distribution",
+        "scheme_evolution",
+    ]:
+        assert (repo / f"reports/figures/{fig}.png").stat().st_size > 10_000
+    for b in BASELINES:  # every number in metrics.json is derivable from generations.jsonl
+        rows = [
+            json.loads(x)
+            for x in (repo / f"results/baselines/{b}/generations.jsonl").read_text().splitlines()
+        ]
+        metrics = json.loads((repo / f"results/baselines/{b}/metrics.json").read_text())
+        assert {
+            "problem_id",
+            "code",
+            "program",
+            "reward",
+            "correct",
+            "seconds",
+            "new_tokens",
+        } <= set(rows[0])
+        assert metrics == compute_metrics(rows, [1, 3, 5, 10], 20, 0)
+        assert set(metrics) >= {
+            "pass@1",
+            "pass@1_ci95",
+            "return_mean",
+            "return_ci95",
+            "syntax_rate",
+            "coop_rate",
+            "tokens_per_s",
+        }
+    second = run_in(repo, "dvc", "repro")
+    assert (
+        "is cached" in second.stdout + second.stderr
+        or "up to date" in second.stdout + second.stderr
+    )
+    assert "Running stage" not in second.stdout
+
+    # the same stages through Snakemake in a second copy: prepared data and baselines identical
+    from conftest import copy_repo
+
+    other = copy_repo(tmp_path / "other")
+    (other / "params.yaml").write_text((repo / "params.yaml").read_text())
+    targets = [f"results/baselines/{b}/metrics.json" for b in BASELINES]
+    run_in(other, "snakemake", "--cores", "2", *targets)
+    for name in ["train.jsonl", "test.jsonl", "summary.json"]:
+        assert (repo / "data/prepared" / name).read_bytes() == (
+            other / "data/prepared" / name
+        ).read_bytes()
+    for b in BASELINES:
+        assert strip_timing(repo / f"results/baselines/{b}/generations.jsonl") == strip_timing(
+            other / f"results/baselines/{b}/generations.jsonl"
+        ), b
+
+    # the browsable report: every figure and results.md, with their captions
+    run_in(repo, "snakemake", "--report", "reports/report.html")
+    html = (repo / "reports/report.html").read_text(errors="replace")
+    for name in ["training_curves.png", "baseline_comparison.png", "speed.png", "results.md"]:
+        assert name in html, name
