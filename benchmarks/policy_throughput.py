@@ -33,8 +33,9 @@ import transformers
 from peft import __version__ as peft_version
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from orchestry.agents.base import GenRequest, SamplingSpec
 from orchestry.agents.lora.base_model import ModelSpec, load_base_model
-from orchestry.agents.lora.team import GenRequest, LoraSpec, SamplingSpec, TeamPolicy
+from orchestry.agents.lora.team import LoraSpec, TeamPolicy
 
 AGENTS = ("aux", "main")
 PROBLEMS = (

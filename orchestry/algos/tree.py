@@ -15,9 +15,8 @@ import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
-from orchestry.agents.lora.team import Generation, GenRequest, SamplingSpec
+from orchestry.agents.base import Generator, GenRequest, SamplingSpec
 from orchestry.algos.magrpo import turn_return
 from orchestry.envs.code.problems import Problem
 from orchestry.envs.code.prompts import (
@@ -40,12 +39,6 @@ from orchestry.envs.code.sandbox.runner import SandboxLimits, TestReport
 ExpertFn = Callable[[Problem, dict[str, str], str], dict[str, str] | None]
 # judge(problem, code by agent) -> score in [0, 1], or None when the call failed
 JudgeFn = Callable[[Problem, dict[str, str]], float | None]
-
-
-class Generator(Protocol):
-    def generate(
-        self, requests: Sequence[GenRequest], sampling: SamplingSpec
-    ) -> list[Generation]: ...
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from orchestry.agents.lora.team import Generation, GenRequest, SamplingSpec
-from orchestry.algos.tree import Generator
+from orchestry.agents.base import Generation, Generator, GenRequest, SamplingSpec
 from orchestry.envs.code.problems import Problem
 from orchestry.envs.code.prompts import (
     SYSTEM_PROMPT,

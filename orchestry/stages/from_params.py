@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from orchestry.agents.base import SamplingSpec
 from orchestry.agents.lora.base_model import ModelSpec
-from orchestry.agents.lora.team import LoraSpec, SamplingSpec, TeamPolicy
+from orchestry.agents.lora.team import LoraSpec, TeamPolicy
 from orchestry.algos.tree import ExpertFn, JudgeFn, RolloutSettings
 from orchestry.envs.code.sandbox.runner import SandboxLimits
 from orchestry.params import Params

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from fake_anthropic import FakeAnthropicServer, Scripted, error_reply, message_reply
 
+from orchestry.agents.base import GenRequest, SamplingSpec
 from orchestry.agents.claude.client import (
     BudgetExceeded,
     ClaudeAgents,
@@ -35,7 +36,6 @@ from orchestry.agents.claude.client import (
     usage_cost,
     worst_case_input_tokens,
 )
-from orchestry.agents.lora.team import GenRequest, SamplingSpec
 
 API_KEY = f"sk-ant-test-{secrets.token_hex(16)}"
 MODEL = "claude-haiku-4-5"  # the default claude-sonnet-4-5 makes the SDK warn of its end of life

@@ -13,6 +13,7 @@ import torch
 from peft import PeftModel
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from orchestry.agents.base import GenRequest, SamplingSpec
 from orchestry.agents.lora.base_model import (
     EMBEDDED_MODEL,
     ModelSpec,
@@ -24,7 +25,7 @@ from orchestry.agents.lora.base_model import (
 )
 from orchestry.agents.lora.kv_prefix import can_share_prefix, checkpointing, plan_prefixes
 from orchestry.agents.lora.stacked_lora import stacked_lora
-from orchestry.agents.lora.team import GenRequest, LoraSpec, SamplingSpec, TeamPolicy
+from orchestry.agents.lora.team import LoraSpec, TeamPolicy
 
 AGENTS = ("aux", "main")
 LORA = LoraSpec(r=8, alpha=16)

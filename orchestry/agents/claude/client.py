@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 import anthropic
 
 from orchestry import io
-from orchestry.agents.lora.team import Generation, GenRequest, SamplingSpec
+from orchestry.agents.base import Generation, GenRequest, SamplingSpec
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
