@@ -35,7 +35,9 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from orchestry.agents.base import GenRequest, SamplingSpec
 from orchestry.agents.lora.base_model import ModelSpec, load_base_model
-from orchestry.agents.lora.team import LoraSpec, TeamPolicy
+from orchestry.agents.lora.team import TeamPolicy
+from orchestry.params import Params
+from orchestry.stages.from_params import lora_spec
 
 AGENTS = ("aux", "main")
 PROBLEMS = (
@@ -52,6 +54,9 @@ ROLES = {
     "aux": "You are the helper. Write only a Python function named aux for the main function.",
     "main": "You are the main agent. Write the requested Python function; you may call aux(...).",
 }
+
+
+LORA = lora_spec(Params())  # the default params' LoRA settings
 
 
 def messages(problem: str, agent: str) -> list[dict[str, str]]:
@@ -155,7 +160,7 @@ def time_paths(args: argparse.Namespace, spec: ModelSpec, sampling: SamplingSpec
     results: dict[str, Any] = {}
     ours = [p for p in args.paths if p in ("eager", "fast")]
     if ours:
-        policy = TeamPolicy(spec, AGENTS, LoraSpec(), seed=0)
+        policy = TeamPolicy(spec, AGENTS, LORA, seed=0)
         for path in ours:
             fast = path == "fast"
             calls = len(AGENTS) if fast else 1
@@ -225,9 +230,9 @@ def rss_child(args: argparse.Namespace, spec: ModelSpec, sampling: SamplingSpec)
             marks[f"{name}_gpu_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
 
     # "load" is read after a one-token forward, so that lazily mapped weights are resident.
-    one_token = SamplingSpec(max_new_tokens=1, do_sample=False)
+    one_token = SamplingSpec(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=1, do_sample=False)
     if args.rss_child == "team":
-        policy = TeamPolicy(spec, AGENTS, LoraSpec(), seed=0)
+        policy = TeamPolicy(spec, AGENTS, LORA, seed=0)
         team_rollout(policy, problems[:1], 1, one_token, False)
         mark("load")
         prompts, completions, _ = team_rollout(policy, problems, args.group_size, sampling, False)
@@ -311,10 +316,16 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     spec = ModelSpec(
-        name=args.model, dtype=args.dtype, device=args.device, cache_dir=args.cache_dir
+        name=args.model,
+        dtype=args.dtype,
+        device=args.device,
+        quantization="none",
+        cache_dir=args.cache_dir,
     )
     n = args.max_new_tokens
-    sampling = SamplingSpec(max_new_tokens=n, min_new_tokens=n, temperature=0.8, top_p=0.95)
+    sampling = SamplingSpec(
+        max_new_tokens=n, min_new_tokens=n, temperature=0.8, top_p=0.95, top_k=0
+    )
     if args.rss_child:
         rss_child(args, spec, sampling)
         return

@@ -13,10 +13,12 @@ import logging
 import sys
 from pathlib import Path
 
-from orchestry.params import BASELINE_NAMES, ParamsError, json_schema_text, load_params
+from orchestry.params import BASELINE_NAMES, ParamsError, load_params
+from orchestry.params_doc import first_difference, json_schema_text, readme_with_params_reference
 
 STAGES = ("prepare", "smoke", "train", "baseline", "evaluate", "schemes", "figures")
 SCHEMA_PATH = Path("workflow/schemas/params.schema.json")
+README_PATH = Path("README.md")
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -24,11 +26,11 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     errors: list[type[BaseException]] = [FileNotFoundError]
     for module, name in [
         ("orchestry.agents.lora.base_model", "ModelUnavailable"),
-        ("orchestry.envs.code.sandbox.runner", "SandboxUnavailable"),
+        ("orchestry.envs.code.sandbox.job", "SandboxUnavailable"),
         ("orchestry.agents.claude.client", "MissingApiKey"),
         ("orchestry.agents.claude.client", "BudgetExceeded"),
         ("orchestry.agents.claude.client", "ClaudeCallFailed"),
-        ("orchestry.stages.train", "TrainingFailed"),
+        ("orchestry.algos.pg_update", "TrainingFailed"),
     ]:
         mod = sys.modules.get(module)
         if mod is not None and hasattr(mod, name):
@@ -50,6 +52,14 @@ def build_parser() -> argparse.ArgumentParser:
         if stage == "baseline":
             p.add_argument("--name", required=True, choices=BASELINE_NAMES)
     sub.add_parser("schema", help=f"write {SCHEMA_PATH} from the params schema")
+    doc = sub.add_parser(
+        "params-doc", help=f"write the params reference of {README_PATH} from the params schema"
+    )
+    doc.add_argument(
+        "--check",
+        action="store_true",
+        help=f"write nothing; exit 1 naming the first differing line if {README_PATH} is stale",
+    )
     return parser
 
 
@@ -70,6 +80,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.stage == "schema":
         SCHEMA_PATH.parent.mkdir(parents=True, exist_ok=True)
         SCHEMA_PATH.write_text(json_schema_text())
+        return 0
+    if args.stage == "params-doc":
+        try:
+            current = README_PATH.read_text()
+            wanted = readme_with_params_reference(current)
+        except (OSError, ValueError) as err:
+            print(f"error: {README_PATH}: {err}", file=sys.stderr)
+            return 1
+        if not args.check:
+            README_PATH.write_text(wanted)
+            return 0
+        stale = first_difference(current, wanted)
+        if stale:
+            print(
+                f"error: {README_PATH} params reference is stale at {stale}; "
+                "run `python -m orchestry params-doc`",
+                file=sys.stderr,
+            )
+            return 1
         return 0
     try:
         params = load_params(args.params)

@@ -4,13 +4,44 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 
+from orchestry.agents.base import SamplingSpec
+from orchestry.agents.lora.base_model import ModelSpec
+from orchestry.agents.lora.team import LoraSpec
+from orchestry.envs.code.reward import RewardWeights
+from orchestry.envs.code.sandbox import SandboxLimits
+from orchestry.params import Params
+from orchestry.stages import from_params
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+DEFAULTS = Params()  # the schema's defaults (== params.yaml, tests/test_params.py checks it)
+
+
+def sampling(**changes) -> SamplingSpec:
+    """The default params' sampling with some fields changed."""
+    return replace(from_params.sampling_spec(DEFAULTS), **changes)
+
+
+def limits(**changes) -> SandboxLimits:
+    return replace(from_params.sandbox_limits(DEFAULTS), **changes)
+
+
+def weights(**changes) -> RewardWeights:
+    return RewardWeights(**{**DEFAULTS.reward.model_dump(), **changes})
+
+
+def model_spec(**changes) -> ModelSpec:
+    return replace(from_params.model_spec(DEFAULTS), **changes)
+
+
+def lora(**changes) -> LoraSpec:
+    return replace(from_params.lora_spec(DEFAULTS), **changes)
 
 
 def tiny_params(**overrides: dict) -> dict:

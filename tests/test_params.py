@@ -1,4 +1,4 @@
-"""params.yaml validation: one clear line, exit 2, nothing written."""
+"""params.yaml validation (one clear line, exit 2, nothing written); defaults and docs from one schema."""
 
 import json
 import subprocess
@@ -7,8 +7,21 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import BaseModel
 
-from orchestry.params import ParamsError, json_schema_text, load_params, parse_params
+from orchestry.cli import main
+from orchestry.params import (
+    Params,
+    ParamsError,
+    SetSplit,
+    load_params,
+    parse_params,
+)
+from orchestry.params_doc import (
+    json_schema_text,
+    params_reference_markdown,
+    readme_with_params_reference,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,3 +74,60 @@ def test_cli_exits_2_and_writes_nothing(tmp_path):
 def test_schema_is_valid_json_with_no_extra_keys():
     schema = json.loads(json_schema_text())
     assert schema["additionalProperties"] is False
+
+
+def test_params_yaml_sets_exactly_the_schema_defaults():
+    """A default in orchestry/params.py cannot drift from the committed config again."""
+    repo, defaults = load_params(ROOT / "params.yaml"), Params()
+    diffs = [
+        f"{name}: params.yaml {getattr(repo, name)!r} != default {getattr(defaults, name)!r}"
+        for name in Params.model_fields
+        if getattr(repo, name) != getattr(defaults, name)
+    ]
+    assert not diffs, diffs
+    assert repo == defaults
+
+
+def _leaf_fields(model, path=""):
+    """(key path, field) for every non-section key, nested sections included."""
+    for name, field in model.model_fields.items():
+        key = f"{path}.{name}" if path else name
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            yield from _leaf_fields(annotation, key)
+        else:
+            yield key, field
+
+
+def test_every_param_has_a_description_in_the_reference():
+    fields = {**dict(_leaf_fields(Params)), **dict(_leaf_fields(SetSplit, "prepare.sets.<name>"))}
+    assert "model.lora.r" in fields and "train.lr" in fields
+    assert [k for k, f in fields.items() if not (f.description or "").strip()] == []
+    reference = params_reference_markdown()
+    for key in fields:
+        assert f"| `{key}` |" in reference, key
+
+
+def test_readme_params_reference_is_current():
+    readme = (ROOT / "README.md").read_text()
+    assert readme_with_params_reference(readme) == readme, (
+        "run `python -m orchestry params-doc` to regenerate README.md's params reference"
+    )
+
+
+def test_params_doc_check_names_the_stale_line(tmp_path, monkeypatch, capsys):
+    readme = (ROOT / "README.md").read_text()
+    stale = readme.replace(
+        "| `train.lr` | float > 0 | `0.0002` |", "| `train.lr` | float > 0 | `1e-4` |"
+    )
+    assert stale != readme
+    (tmp_path / "README.md").write_text(stale)
+    monkeypatch.chdir(tmp_path)
+    assert main(["params-doc", "--check"]) == 1
+    err = capsys.readouterr().err
+    line = stale.splitlines().index(next(x for x in stale.splitlines() if "`1e-4`" in x)) + 1
+    assert f"line {line}:" in err and "train.lr" in err
+    assert (tmp_path / "README.md").read_text() == stale, "--check writes nothing"
+    assert main(["params-doc"]) == 0
+    assert (tmp_path / "README.md").read_text() == readme
+    assert main(["params-doc", "--check"]) == 0

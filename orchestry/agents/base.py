@@ -12,17 +12,17 @@ from dataclasses import dataclass
 from typing import Protocol
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SamplingSpec:
-    """How completions are sampled."""
+    """How completions are sampled (values: params `sampling`, the one home of their defaults)."""
 
-    temperature: float = 0.8
+    temperature: float
     """Softmax temperature (sampling only)."""
-    top_p: float = 0.95
+    top_p: float
     """Nucleus sampling mass (1.0 = off)."""
-    top_k: int = 0
+    top_k: int
     """Keep the k most likely tokens (0 = off)."""
-    max_new_tokens: int = 128
+    max_new_tokens: int
     """Most tokens generated per completion."""
     do_sample: bool = True
     """False = greedy decoding."""

@@ -17,7 +17,8 @@ penalty with the k3 estimator (off by default, as in the paper).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 import torch
 
@@ -26,9 +27,9 @@ AdvantageMode = Literal["mean", "rloo", "max", "raw"]
 
 def group_advantages(
     returns: torch.Tensor,
-    mode: AdvantageMode = "mean",
-    normalize: bool = False,
-    std_floor: float = 1e-2,
+    mode: AdvantageMode,
+    normalize: bool,
+    std_floor: float,
 ) -> torch.Tensor:
     """Advantages for returns of shape [groups, G]; each row is one node's G sibling joint actions."""
     if returns.dim() != 2 or returns.shape[1] < 2:
@@ -78,3 +79,37 @@ def kl_k3(policy_logps: torch.Tensor, ref_logps: torch.Tensor, mask: torch.Tenso
     d = (ref_logps - policy_logps) * mask
     k3 = (torch.exp(d) - d - 1.0) * mask
     return k3.sum(dim=1) / mask.sum(dim=1).clamp_min(1)
+
+
+class _Group(Protocol):
+    """One agent's G samples at one node (`tree.AgentGroup`)."""
+
+    agent: str
+    samples: Sequence[Any]
+
+    def values(self) -> list[float]: ...
+
+
+@dataclass(frozen=True)
+class AdvantageSettings:
+    mode: AdvantageMode
+    normalize: bool
+    std_floor: float
+
+
+Row = tuple[list[int], list[int], float]
+"""(prompt token ids, completion token ids, advantage) of one sample."""
+
+
+def sample_advantages(
+    groups: Sequence[_Group], settings: AdvantageSettings
+) -> dict[str, list[Row]]:
+    """Per agent, every sample with its group-relative advantage (each group is one row of A)."""
+    rows: dict[str, list[Row]] = {}
+    for group in groups:
+        adv = group_advantages(
+            torch.tensor([group.values()]), settings.mode, settings.normalize, settings.std_floor
+        )[0]
+        for sample, a in zip(group.samples, adv.tolist(), strict=True):
+            rows.setdefault(group.agent, []).append((sample.prompt_ids, sample.token_ids, a))
+    return rows

@@ -1,12 +1,13 @@
-"""Rolling the team out on problems: the (multi-turn) tree of joint actions, scored and with returns.
+"""The joint-action tree over any `Env` and `Generator`: sampled, scored, returns backed up.
 
-Turn 1: for every problem each agent samples G completions in one batched generate call. Joint actions
-are formed `aligned` (the g-th samples of every agent form joint action g) or `cross` (every
-combination). Each joint program is scored in the sandbox. For T > 1 turns, every joint action that has
-not reached `early_stop_reward` is a node that is expanded the same way, each agent's next observation
-being its own conversation plus feedback on that node. Returns flow back up the tree,
-R_t = r_t + gamma * mean(children's R_{t+1}) (see magrpo.turn_return), and each agent's G samples at a
-node form one advantage group, valued by the mean return of the joint actions they took part in.
+Turn 1: for every task each agent samples G completions in one batched generate call; the environment
+turns each completion into an action. Joint actions are formed `aligned` (the g-th samples of every
+agent form joint action g) or `cross` (every combination) and scored by the environment in one batch.
+For T > 1 turns, every joint action that has not reached `early_stop_reward` is a node that is expanded
+the same way, each agent's next observation being its own history plus the environment's feedback on
+that node. Returns flow back up the tree, R_t = r_t + gamma * mean(children's R_{t+1})
+(`magrpo.turn_return`), and each agent's G samples at a node form one advantage group, valued by the
+mean return of the joint actions they took part in.
 """
 
 from __future__ import annotations
@@ -15,41 +16,27 @@ import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from orchestry.agents.base import Generator, GenRequest, SamplingSpec
 from orchestry.algos.magrpo import turn_return
-from orchestry.envs.code.problems import Problem
-from orchestry.envs.code.prompts import (
-    Roles,
-    agent_code,
-    diagnostics,
-    feedback_message,
-    initial_messages,
-    next_messages,
-)
-from orchestry.envs.code.reward import (
-    JointAction,
-    RewardBreakdown,
-    RewardWeights,
-    score_joint_actions,
-)
-from orchestry.envs.code.sandbox.runner import SandboxLimits, TestReport
+from orchestry.envs.base import Env, Messages, Outcome, Turn
 
-# expert(problem, code by agent, diagnostics) -> suggestion by agent, or None when the call failed
-ExpertFn = Callable[[Problem, dict[str, str], str], dict[str, str] | None]
-# judge(problem, code by agent) -> score in [0, 1], or None when the call failed
-JudgeFn = Callable[[Problem, dict[str, str]], float | None]
+# expert(task, action by agent, notes) -> advice by agent, or None when the call failed
+ExpertFn = Callable[[Any, dict[str, str], str], dict[str, str] | None]
+# judge(task, action by agent) -> score in [0, 1], or None when the call failed
+JudgeFn = Callable[[Any, dict[str, str]], float | None]
 
 
 @dataclass(frozen=True)
 class RolloutSettings:
-    group_size: int = 4
-    turns: int = 1
-    gamma: float = 1.0
-    joint_mode: str = "aligned"
-    feedback: str = "level_feedback"
-    early_stop_reward: float = 0.0  # 0 = never stop early
-    judge_weight: float = 0.0
+    group_size: int
+    turns: int
+    gamma: float
+    joint_mode: str
+    early_stop_reward: float  # 0 = never stop early
+    judge_weight: float
+    expert_feedback: bool  # each expansion asks the expert for advice (expert_edits feedback)
 
 
 @dataclass
@@ -57,29 +44,31 @@ class Sample:
     """One agent's completion at one node."""
 
     agent: str
-    messages: list[dict[str, str]]
+    history: tuple[Turn, ...]
     text: str
     prompt_ids: list[int]
     token_ids: list[int]
-    code: str
+    action: str
 
 
 @dataclass
 class JointNode:
-    """One joint action: the samples of every agent, its reward, and its subtree."""
+    """One joint action: the samples of every agent, its outcome, and its subtree."""
 
-    problem: Problem
+    task: Any
     turn: int
     samples: dict[str, Sample]
-    reward: RewardBreakdown
-    report: TestReport | None
+    outcome: Outcome
     judge: float | None = None
     children: list[JointNode] = field(default_factory=list)
     ret: float = 0.0
 
     @property
     def total(self) -> float:
-        return self.reward.total
+        return self.outcome.total
+
+    def actions(self) -> dict[str, str]:
+        return {a: s.action for a, s in self.samples.items()}
 
 
 @dataclass
@@ -106,9 +95,9 @@ class Rollout:
 
 @dataclass
 class _Frontier:
-    problem: Problem
+    task: Any
     parent: JointNode | None
-    histories: dict[str, list[dict[str, str]]]
+    histories: dict[str, tuple[Turn, ...]]
 
 
 def _joint_indices(mode: str, n_agents: int, g: int) -> list[tuple[int, ...]]:
@@ -121,22 +110,19 @@ def _joint_indices(mode: str, n_agents: int, g: int) -> list[tuple[int, ...]]:
 
 def rollout(
     policy: Generator,
-    problems: Sequence[Problem],
-    roles: Roles,
+    env: Env,
+    tasks: Sequence[Any],
     sampling: SamplingSpec,
     settings: RolloutSettings,
-    weights: RewardWeights,
-    limits: SandboxLimits,
-    workers: int,
     expert: ExpertFn | None = None,
     judge: JudgeFn | None = None,
 ) -> Rollout:
-    """Expand the joint-action tree of every problem for `settings.turns` turns and compute returns."""
+    """Expand the joint-action tree of every task for `settings.turns` turns and compute returns."""
+    if settings.expert_feedback and settings.turns > 1 and expert is None:
+        raise ValueError("feedback mode expert_edits needs the Claude expert (anthropic section)")
     g = settings.group_size
-    agents = roles.agents
-    frontier = [
-        _Frontier(p, None, {a: initial_messages(p, roles, a) for a in agents}) for p in problems
-    ]
+    agents = env.roles.agents
+    frontier = [_Frontier(t, None, {a: () for a in agents}) for t in tasks]
     roots: list[JointNode] = []
     nodes: list[JointNode] = []
     groups: list[AgentGroup] = []
@@ -144,7 +130,14 @@ def rollout(
     for turn in range(1, settings.turns + 1):
         if not frontier:
             break
-        requests = [GenRequest(a, f.histories[a], g) for f in frontier for a in agents]
+        views: list[Messages] = [
+            env.observe(f.task, a, f.histories[a]) for f in frontier for a in agents
+        ]
+        requests = [
+            GenRequest(a, views[fi * len(agents) + ai], g)
+            for fi, _ in enumerate(frontier)
+            for ai, a in enumerate(agents)
+        ]
         start = time.perf_counter()
         gens = policy.generate(requests, sampling)
         gen_seconds += time.perf_counter() - start  # batched rows share the call's wall time
@@ -161,7 +154,7 @@ def rollout(
                         text,
                         gen.prompt_ids,
                         ids,
-                        agent_code(text, f.problem, roles, a),
+                        env.act(f.task, a, text),
                     )
                     for text, ids in zip(gen.texts, gen.token_ids, strict=True)
                 ]
@@ -170,20 +163,19 @@ def rollout(
                 for idx in _joint_indices(settings.joint_mode, len(agents), g)
             ]
             pending.append((f, per_agent, combos))
-        actions = [
-            JointAction(f.problem, tuple(c[a].code for a in roles.helpers), c[roles.main].code)
+        batch = [
+            (f.task, {a: s.action for a, s in c.items()})
             for f, _, combos in pending
             for c in combos
         ]
-        scored = iter(score_joint_actions(actions, weights, limits, workers))
+        outcomes = iter(env.score(batch))
         next_frontier: list[_Frontier] = []
         for f, per_agent, combos in pending:
             children = []
             for combo in combos:
-                reward, report = next(scored)
-                node = JointNode(f.problem, turn, combo, reward, report)
+                node = JointNode(f.task, turn, combo, next(outcomes))
                 if judge is not None and settings.judge_weight > 0:
-                    node.judge = judge(f.problem, {a: s.code for a, s in combo.items()})
+                    node.judge = judge(f.task, node.actions())
                 children.append(node)
             nodes.extend(children)
             (f.parent.children if f.parent else roots).extend(children)
@@ -194,7 +186,7 @@ def rollout(
                 for node in children:
                     if settings.early_stop_reward > 0 and node.total >= settings.early_stop_reward:
                         continue
-                    next_frontier.append(_expand(node, roles, settings.feedback, expert))
+                    next_frontier.append(_expand(node, env, settings, expert))
         frontier = next_frontier
     for node in reversed(nodes):  # children are always appended after their parents
         bonus = settings.judge_weight * node.judge if node.judge is not None else 0.0
@@ -202,21 +194,17 @@ def rollout(
     return Rollout(roots, nodes, groups, gen_seconds, new_tokens)
 
 
-def _expand(node: JointNode, roles: Roles, mode: str, expert: ExpertFn | None) -> _Frontier:
-    diag = diagnostics(node.problem, node.reward, node.report, node.samples[roles.main].code)
-    suggestions: dict[str, str] | None = None
-    if mode == "expert_edits":
-        if expert is None:
-            raise ValueError(
-                "feedback mode expert_edits needs the Claude expert (anthropic section)"
-            )
-        suggestions = expert(node.problem, {a: s.code for a, s in node.samples.items()}, diag)
+def _expand(
+    node: JointNode, env: Env, settings: RolloutSettings, expert: ExpertFn | None
+) -> _Frontier:
+    advice: dict[str, str] | None = None
+    if settings.expert_feedback and expert is not None:
+        advice = expert(node.task, node.actions(), node.outcome.notes)
     histories = {
-        a: next_messages(
-            s.messages,
-            s.text,
-            feedback_message(mode, diag, suggestions.get(a) if suggestions else None),
+        a: (
+            *s.history,
+            Turn(s.text, env.feedback(node.outcome, a, advice.get(a) if advice else None)),
         )
         for a, s in node.samples.items()
     }
-    return _Frontier(node.problem, node, histories)
+    return _Frontier(node.task, node, histories)

@@ -7,7 +7,9 @@
 - `sequential`    helpers answer first; the main agent sees their code in its prompt.
 - `discussion`    one round of discussion: each agent sees its teammates' first answers and revises.
 
-Every protocol returns one row per sample (see `score_rows`) for `metrics.compute_metrics`.
+Every protocol drives an `Env` (its observations, actions and scores; the code env adds the baselines'
+views `solo_observe`/`solo_act`, `observe_after_helpers`, `teammates_feedback`) and returns one row per
+sample (see `score_rows`) for `metrics.compute_metrics`.
 """
 
 from __future__ import annotations
@@ -18,67 +20,35 @@ from collections.abc import Sequence
 from typing import Any
 
 from orchestry.agents.base import Generation, Generator, GenRequest, SamplingSpec
-from orchestry.envs.code.problems import Problem
-from orchestry.envs.code.prompts import (
-    SYSTEM_PROMPT,
-    Roles,
-    agent_code,
-    extract_code,
-    initial_messages,
-    next_messages,
-)
-from orchestry.envs.code.reward import JointAction, RewardWeights, score_joint_actions
-from orchestry.envs.code.sandbox.runner import SandboxLimits
+from orchestry.envs.base import BaselineEnv, Turn
 
 log = logging.getLogger("orchestry.eval.protocols")
 
+Item = tuple[Any, int, dict[str, str], dict[str, str], float, int]
+"""(task, sample index, code shown in the row, joint action, seconds, new tokens) of one sample."""
 
-class Scorer:
-    """Scores joint actions in the sandbox with fixed weights and limits."""
 
-    def __init__(self, weights: RewardWeights, limits: SandboxLimits, workers: int) -> None:
-        self.weights, self.limits, self.workers = weights, limits, workers
-
-    def rows(
-        self,
-        method: str,
-        items: Sequence[tuple[Problem, int, dict[str, str], JointAction, float, int]],
-    ) -> list[dict[str, Any]]:
-        """items: (problem, sample index, code by agent, joint action, seconds, new tokens) per sample."""
-        start = time.perf_counter()
-        scored = score_joint_actions(
-            [it[3] for it in items], self.weights, self.limits, self.workers
-        )
-        log.info(
-            "scored %d joint programs in the sandbox in %.1f s",
-            len(items),
-            time.perf_counter() - start,
-        )
-        rows = []
-        for (problem, idx, code, action, seconds, tokens), (reward, report) in zip(
-            items, scored, strict=True
-        ):
-            facts = action.facts()
-            rows.append(
-                {
-                    "method": method,
-                    "problem_id": problem.id,
-                    "helper_names": [h.name for h in problem.helpers],
-                    "main_name": problem.main.name,
-                    "sample": idx,
-                    "code": code,
-                    "program": action.program(),
-                    "reward": reward.to_dict(),
-                    "main_defined": facts.main_defined,
-                    "correct": bool(report is not None and report.passed and all(report.passed)),
-                    "n_passed": report.n_passed if report else 0,
-                    "n_tests": len(problem.tests),
-                    "first_failure": report.first_failure if report else None,
-                    "seconds": seconds,
-                    "new_tokens": tokens,
-                }
-            )
-        return rows
+def score_rows(env: BaselineEnv, method: str, items: Sequence[Item]) -> list[dict[str, Any]]:
+    """Score every sample's joint action in one batch and turn each into a row record."""
+    start = time.perf_counter()
+    outcomes = env.score([(it[0], it[3]) for it in items])
+    log.info(
+        "scored %d joint programs in the sandbox in %.1f s",
+        len(items),
+        time.perf_counter() - start,
+    )
+    return [
+        {
+            "method": method,
+            "problem_id": task.id,
+            "sample": idx,
+            "code": code,
+            "seconds": seconds,
+            "new_tokens": tokens,
+            **outcome.record,
+        }
+        for (task, idx, code, _, seconds, tokens), outcome in zip(items, outcomes, strict=True)
+    ]
 
 
 def timed_generate(
@@ -109,140 +79,110 @@ def _tokens(gen: Generation) -> list[int]:
 
 def team(
     gen: Generator,
-    problems: Sequence[Problem],
-    roles: Roles,
+    env: BaselineEnv,
+    tasks: Sequence[Any],
     n: int,
     sampling: SamplingSpec,
-    scorer: Scorer,
     method: str,
 ) -> list[dict[str, Any]]:
     """Every agent answers its own prompt; the i-th samples form joint sample i."""
-    agents = roles.agents
-    requests = [GenRequest(a, initial_messages(p, roles, a), n) for p in problems for a in agents]
+    agents = env.roles.agents
+    requests = [GenRequest(a, env.observe(t, a), n) for t in tasks for a in agents]
     gens, wall = timed_generate(gen, requests, sampling)
-    share = wall / (len(problems) * n)  # amortised generation seconds per joint sample
-    items = []
-    for pi, p in enumerate(problems):
-        per = {a: gens[pi * len(agents) + ai] for ai, a in enumerate(agents)}
+    share = wall / (len(tasks) * n)  # amortised generation seconds per joint sample
+    items: list[Item] = []
+    for ti, t in enumerate(tasks):
+        per = {a: gens[ti * len(agents) + ai] for ai, a in enumerate(agents)}
         for i in range(n):
-            code = {a: agent_code(per[a].texts[i], p, roles, a) for a in agents}
+            code = {a: env.act(t, a, per[a].texts[i]) for a in agents}
             tokens = sum(_tokens(g)[i] for g in per.values())
-            action = JointAction(p, tuple(code[a] for a in roles.helpers), code[roles.main])
-            items.append((p, i, code, action, share, tokens))
-    return scorer.rows(method, items)
-
-
-def single_messages(problem: Problem) -> list[dict[str, str]]:
-    user = (
-        f"Task: {problem.prompt}\n\nWrite the complete function below (you may define helper "
-        f"functions of your own):\n\n```python\n{problem.main.signature}\n```"
-    )
-    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+            items.append((t, i, code, code, share, tokens))
+    return score_rows(env, method, items)
 
 
 def single(
     gen: Generator,
-    problems: Sequence[Problem],
+    env: BaselineEnv,
+    tasks: Sequence[Any],
     agent: str,
     n: int,
     sampling: SamplingSpec,
-    scorer: Scorer,
 ) -> list[dict[str, Any]]:
     """One model writes the whole entry point."""
-    requests = [GenRequest(agent, single_messages(p), n) for p in problems]
+    requests = [GenRequest(agent, env.solo_observe(t), n) for t in tasks]
     gens, wall = timed_generate(gen, requests, sampling)
-    share = wall / (len(problems) * n)
-    items = []
-    for p, g in zip(problems, gens, strict=True):
+    share = wall / (len(tasks) * n)
+    items: list[Item] = []
+    for t, g in zip(tasks, gens, strict=True):
         tokens = _tokens(g)
         for i, text in enumerate(g.texts):
-            code = extract_code(text, keep=[p.main.name])
-            action = JointAction(p, tuple("" for _ in p.helpers), code)
-            items.append((p, i, {agent: code}, action, share, tokens[i]))
-    return scorer.rows("single", items)
-
-
-def _with_teammates(messages: list[dict[str, str]], note: str) -> list[dict[str, str]]:
-    head, last = messages[:-1], messages[-1]
-    return [*head, {"role": last["role"], "content": f"{last['content']}\n\n{note}"}]
+            joint = env.solo_act(t, text)
+            items.append((t, i, {agent: joint[env.roles.main]}, joint, share, tokens[i]))
+    return score_rows(env, "single", items)
 
 
 def sequential(
     gen: Generator,
-    problems: Sequence[Problem],
-    roles: Roles,
+    env: BaselineEnv,
+    tasks: Sequence[Any],
     n: int,
     sampling: SamplingSpec,
-    scorer: Scorer,
 ) -> list[dict[str, Any]]:
     """Helpers answer first; the main agent sees their code."""
+    roles = env.roles
     h = len(roles.helpers)
-    helper_reqs = [
-        GenRequest(a, initial_messages(p, roles, a), n) for p in problems for a in roles.helpers
-    ]
+    helper_reqs = [GenRequest(a, env.observe(t, a), n) for t in tasks for a in roles.helpers]
     helper_gens, wall1 = timed_generate(gen, helper_reqs, sampling)
     main_reqs, helper_code = [], []
-    for pi, p in enumerate(problems):
+    for ti, t in enumerate(tasks):
         for i in range(n):
             code = {
-                a: agent_code(helper_gens[pi * h + ai].texts[i], p, roles, a)
+                a: env.act(t, a, helper_gens[ti * h + ai].texts[i])
                 for ai, a in enumerate(roles.helpers)
             }
             helper_code.append(code)
-            shown = "\n\n".join(c for c in code.values() if c) or "# (the helper wrote no code)"
-            note = f"Your teammates already wrote:\n\n```python\n{shown}\n```"
-            messages = _with_teammates(initial_messages(p, roles, roles.main), note)
-            main_reqs.append(GenRequest(roles.main, messages, 1))
+            main_reqs.append(GenRequest(roles.main, env.observe_after_helpers(t, code), 1))
     main_gens, wall2 = timed_generate(gen, main_reqs, sampling)
-    share = (wall1 + wall2) / (len(problems) * n)
-    items = []
-    for pi, p in enumerate(problems):
+    share = (wall1 + wall2) / (len(tasks) * n)
+    items: list[Item] = []
+    for ti, t in enumerate(tasks):
         for i in range(n):
-            k = pi * n + i
+            k = ti * n + i
             mg = main_gens[k]
-            code = {**helper_code[k], roles.main: agent_code(mg.texts[0], p, roles, roles.main)}
-            tokens = _tokens(mg)[0] + sum(_tokens(helper_gens[pi * h + ai])[i] for ai in range(h))
-            action = JointAction(p, tuple(code[a] for a in roles.helpers), code[roles.main])
-            items.append((p, i, code, action, share, tokens))
-    return scorer.rows("sequential", items)
+            code = {**helper_code[k], roles.main: env.act(t, roles.main, mg.texts[0])}
+            tokens = _tokens(mg)[0] + sum(_tokens(helper_gens[ti * h + ai])[i] for ai in range(h))
+            items.append((t, i, code, code, share, tokens))
+    return score_rows(env, "sequential", items)
 
 
 def discussion(
     gen: Generator,
-    problems: Sequence[Problem],
-    roles: Roles,
+    env: BaselineEnv,
+    tasks: Sequence[Any],
     n: int,
     sampling: SamplingSpec,
-    scorer: Scorer,
 ) -> list[dict[str, Any]]:
     """One round of discussion: each agent sees its teammates' first answers and revises."""
-    agents = roles.agents
-    first_reqs = [GenRequest(a, initial_messages(p, roles, a), n) for p in problems for a in agents]
+    agents = env.roles.agents
+    first_reqs = [GenRequest(a, env.observe(t, a), n) for t in tasks for a in agents]
     first, wall1 = timed_generate(gen, first_reqs, sampling)
     second_reqs, first_tokens = [], []
-    for pi, p in enumerate(problems):
-        per = {a: first[pi * len(agents) + ai] for ai, a in enumerate(agents)}
+    for ti, t in enumerate(tasks):
+        per = {a: first[ti * len(agents) + ai] for ai, a in enumerate(agents)}
         for i in range(n):
-            codes = {a: agent_code(per[a].texts[i], p, roles, a) for a in agents}
+            codes = {a: env.act(t, a, per[a].texts[i]) for a in agents}
             first_tokens.append(sum(_tokens(g)[i] for g in per.values()))
             for a in agents:
-                others = "\n\n".join(c for b, c in codes.items() if b != a and c) or "# (no code)"
-                note = (
-                    f"Your teammates answered:\n\n```python\n{others}\n```\n\n"
-                    "Revise your own function so the team's program works, and answer with one "
-                    "code block."
-                )
-                history = next_messages(initial_messages(p, roles, a), per[a].texts[i], note)
-                second_reqs.append(GenRequest(a, history, 1))
+                turn = Turn(per[a].texts[i], env.teammates_feedback(codes, a))
+                second_reqs.append(GenRequest(a, env.observe(t, a, [turn]), 1))
     second, wall2 = timed_generate(gen, second_reqs, sampling)
-    share = (wall1 + wall2) / (len(problems) * n)
-    items = []
-    for pi, p in enumerate(problems):
+    share = (wall1 + wall2) / (len(tasks) * n)
+    items: list[Item] = []
+    for ti, t in enumerate(tasks):
         for i in range(n):
-            k = pi * n + i
+            k = ti * n + i
             gs = {a: second[k * len(agents) + ai] for ai, a in enumerate(agents)}
-            code = {a: agent_code(g.texts[0], p, roles, a) for a, g in gs.items()}
+            code = {a: env.act(t, a, g.texts[0]) for a, g in gs.items()}
             tokens = first_tokens[k] + sum(_tokens(g)[0] for g in gs.values())
-            action = JointAction(p, tuple(code[a] for a in roles.helpers), code[roles.main])
-            items.append((p, i, code, action, share, tokens))
-    return scorer.rows("discussion", items)
+            items.append((t, i, code, code, share, tokens))
+    return score_rows(env, "discussion", items)

@@ -21,17 +21,17 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from orchestry import io  # noqa: E402
+from orchestry import io, paths  # noqa: E402
 from orchestry.eval.metrics import quarter_means  # noqa: E402
 from orchestry.params import BASELINE_NAMES, Params  # noqa: E402
 
-HISTORY = Path("results/train/history.csv")
-SEED_RUNS = Path("reports/seed_runs")
+HISTORY = paths.HISTORY
+SEED_RUNS = paths.SEED_RUNS
 log = logging.getLogger("orchestry.stages.figures")
-SCHEMES = Path("results/schemes/summary.json")
-FIG_DIR = Path("reports/figures")
-RESULTS_MD = Path("reports/results.md")
-COMPARISON_CSV = Path("reports/comparison.csv")
+SCHEMES = paths.SCHEMES / "summary.json"
+FIG_DIR = paths.FIGURES
+RESULTS_MD = paths.RESULTS_MD
+COMPARISON_CSV = paths.COMPARISON_CSV
 METHOD_LABELS = {
     "single": "Single model",
     "naive_concat": "Naive concat.",
@@ -48,9 +48,8 @@ LEVELS = [
 
 
 def metric_paths() -> dict[str, Path]:
-    paths = {n: Path(f"results/baselines/{n}/metrics.json") for n in BASELINE_NAMES}
-    paths["magrpo"] = Path("results/evaluate/metrics.json")
-    return paths
+    files = {n: paths.metrics(n) for n in (*BASELINE_NAMES, "magrpo")}
+    return files
 
 
 def _style() -> None:
@@ -312,7 +311,7 @@ def run(params: Params) -> None:
     _style()
     table = load_table()
     summary = json.loads(SCHEMES.read_text())
-    train = json.loads(Path("results/train/metrics.json").read_text())
+    train = json.loads(paths.TRAIN_METRICS.read_text())
     runs = training_runs()
     plot_training(list(runs.values()), params.figures.smoothing)
     plot_comparison(table)

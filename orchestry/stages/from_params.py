@@ -1,4 +1,6 @@
-"""Core objects built from validated params: the team policy, sampling, sandbox limits, Claude hooks.
+"""Params sections -> objects: the team policy, the environment, sampling, settings, Claude hooks.
+
+The one place where concrete classes are chosen (the LoRA team or the Claude agents, the code env).
 
 Stages call these so every stage turns the same params into the same objects.
 """
@@ -6,16 +8,23 @@ Stages call these so every stage turns the same params into the same objects.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from orchestry import paths
 from orchestry.agents.base import SamplingSpec
 from orchestry.agents.lora.base_model import ModelSpec
 from orchestry.agents.lora.team import LoraSpec, TeamPolicy
+from orchestry.algos.magrpo import AdvantageSettings
+from orchestry.algos.pg_update import OptimizerSettings, UpdateSettings
 from orchestry.algos.tree import ExpertFn, JudgeFn, RolloutSettings
-from orchestry.envs.code.sandbox.runner import SandboxLimits
+from orchestry.envs.base import Roles
+from orchestry.envs.code.env import CodeEnv
+from orchestry.envs.code.reward import RewardWeights
+from orchestry.envs.code.sandbox import SandboxLimits
 from orchestry.params import Params
 
 
@@ -36,24 +45,24 @@ def model_spec(params: Params) -> ModelSpec:
     )
 
 
+def lora_spec(params: Params) -> LoraSpec:
+    lo = params.model.lora
+    return LoraSpec(
+        r=lo.r, alpha=lo.alpha, dropout=lo.dropout, target_modules=tuple(lo.target_modules)
+    )
+
+
 def make_policy(params: Params) -> TeamPolicy:
     m = params.model
-    lora = LoraSpec(
-        r=m.lora.r,
-        alpha=m.lora.alpha,
-        dropout=m.lora.dropout,
-        target_modules=tuple(m.lora.target_modules),
-    )
     base: ModelSpec | dict[str, ModelSpec] = model_spec(params)
     if m.agent_models:
         base = {
-            a: ModelSpec(**{**model_spec(params).__dict__, "name": m.agent_models.get(a, m.name)})
-            for a in m.agents
+            a: replace(model_spec(params), name=m.agent_models.get(a, m.name)) for a in m.agents
         }
     return TeamPolicy(
         base,
         m.agents,
-        lora,
+        lora_spec(params),
         shared_adapter=m.shared_adapter,
         seed=params.seed,
         gradient_checkpointing=m.gradient_checkpointing,
@@ -86,9 +95,44 @@ def rollout_settings(params: Params) -> RolloutSettings:
         turns=t.turns,
         gamma=t.gamma,
         joint_mode=t.joint_mode,
-        feedback=t.feedback,
         early_stop_reward=t.early_stop_reward,
         judge_weight=t.judge_weight,
+        expert_feedback=t.feedback == "expert_edits",
+    )
+
+
+def advantage_settings(params: Params) -> AdvantageSettings:
+    t = params.train
+    return AdvantageSettings(mode=t.advantage_mode, normalize=t.normalize, std_floor=t.std_floor)
+
+
+def optimizer_settings(params: Params) -> OptimizerSettings:
+    t = params.train
+    return OptimizerSettings(
+        lr=t.lr, weight_decay=t.weight_decay, schedule=t.schedule, warmup_steps=t.warmup_steps
+    )
+
+
+def update_settings(params: Params) -> UpdateSettings:
+    t = params.train
+    return UpdateSettings(
+        logprob_reduction=t.logprob_reduction,
+        kl_coef=t.kl_coef,
+        grad_clip=t.grad_clip,
+        microbatch=t.microbatch,
+        shared_adapter=params.model.shared_adapter,
+    )
+
+
+def make_env(params: Params, training: bool = True) -> CodeEnv:
+    """The code task with the params' reward weights and sandbox limits; for training also the
+    feedback mode (evaluation is single-turn and does not depend on the train section)."""
+    return CodeEnv(
+        Roles.from_agents(params.model.agents),
+        RewardWeights(**params.reward.model_dump()),
+        sandbox_limits(params),
+        params.sandbox.workers,
+        params.train.feedback if training else None,
     )
 
 
@@ -105,7 +149,7 @@ def claude_settings(params: Params, out_dir: Path):
         max_attempts=a.max_attempts,
         budget_usd=a.budget_usd,
         prices={m: (p[0], p[1]) for m, p in a.prices.items()},
-        cache_dir=str(Path("cache/anthropic")) if a.cache else None,
+        cache_dir=str(paths.ANTHROPIC_CACHE) if a.cache else None,
         ledger_path=str(out_dir / "api_ledger.jsonl"),
     )
 
@@ -116,7 +160,8 @@ def claude_hooks(params: Params, out_dir: Path) -> tuple[ExpertFn | None, JudgeF
     need_judge = params.train.judge_weight > 0
     if not (need_expert or need_judge):
         return None, None
-    from orchestry.agents.claude.client import ClaudeClient, expert_edits, judge_cooperation
+    from orchestry.agents.claude.client import ClaudeClient
+    from orchestry.agents.claude.critics import expert_edits, judge_cooperation
 
     client = ClaudeClient(claude_settings(params, out_dir))
     expert: ExpertFn | None = None
@@ -134,20 +179,11 @@ def claude_hooks(params: Params, out_dir: Path) -> tuple[ExpertFn | None, JudgeF
     return expert, judge
 
 
-def make_scorer(params: Params):
-    """The sandbox scorer with the params' reward weights and limits."""
-    from orchestry.envs.code.reward import RewardWeights
-    from orchestry.eval.protocols import Scorer
-
-    return Scorer(
-        RewardWeights(**params.reward.model_dump()), sandbox_limits(params), params.sandbox.workers
-    )
-
-
 def make_generator(params: Params, agents: list[str], out_dir: Path):
     """Local base model + fresh adapters, or Claude agents when `evaluate.backend` is claude."""
     if params.evaluate.backend == "claude":
-        from orchestry.agents.claude.client import ClaudeAgents, ClaudeClient
+        from orchestry.agents.claude.agents import ClaudeAgents
+        from orchestry.agents.claude.client import ClaudeClient
 
         return ClaudeAgents(ClaudeClient(claude_settings(params, out_dir)), agents)
     p = params.model_copy(update={"model": params.model.model_copy(update={"agents": agents})})

@@ -15,16 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from orchestry import io
+from orchestry import io, paths
 from orchestry.analysis.schemes import LABELS, classify_pair
 from orchestry.params import BASELINE_NAMES, Params
 
-ROLLOUTS = Path("results/train/rollouts.jsonl")
-GENERATIONS = [
-    Path(f"results/baselines/{n}/generations.jsonl") for n in BASELINE_NAMES if n != "single"
-]
-GENERATIONS.append(Path("results/evaluate/generations.jsonl"))
-OUT_DIR = Path("results/schemes")
+ROLLOUTS = paths.ROLLOUTS
+GENERATIONS = [paths.generations(n) for n in (*BASELINE_NAMES, "magrpo") if n != "single"]
 
 
 def _pair(row: dict[str, Any]) -> tuple[str, str, str, str]:
@@ -107,5 +103,5 @@ def run(params: Params) -> None:
     writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    io.write_text(OUT_DIR / "schemes.csv", buf.getvalue())
-    io.write_json(OUT_DIR / "summary.json", summarize(rows, params.schemes.windows))
+    io.write_text(paths.SCHEMES / "schemes.csv", buf.getvalue())
+    io.write_json(paths.SCHEMES / "summary.json", summarize(rows, params.schemes.windows))

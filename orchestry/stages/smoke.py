@@ -11,23 +11,22 @@ from pathlib import Path
 
 import torch
 
-from orchestry import io
+from orchestry import io, paths
+from orchestry.algos.pg_update import TrainingFailed
+from orchestry.envs.code.problems import read_problems
 from orchestry.params import Params
-from orchestry.stages.from_params import make_policy, seed_everything
-from orchestry.stages.prepare import read_split
-from orchestry.stages.train import TrainingFailed, train_loop
-
-OUT = Path("results/smoke/smoke.json")
+from orchestry.stages.from_params import make_env, make_policy, seed_everything
+from orchestry.stages.train import train_loop
 
 
 def run(params: Params) -> None:
-    problems = read_split("train")[: params.smoke.problems]
+    problems = read_problems(paths.split("train"))[: params.smoke.problems]
     if len(problems) < params.smoke.problems:
         raise TrainingFailed(
             f"smoke needs {params.smoke.problems} training problems, have {len(problems)}"
         )
     seed_everything(params.seed)
-    policy = make_policy(params)
+    policy, env = make_policy(params), make_env(params)
     before = {
         a: {k: v.clone() for k, v in policy.adapter_state(a).items()} for a in params.model.agents
     }
@@ -35,7 +34,7 @@ def run(params: Params) -> None:
     plan = [ids] * params.smoke.steps
     with tempfile.TemporaryDirectory() as tmp:
         rollouts = Path(tmp) / "rollouts.jsonl"
-        history = train_loop(params, policy, problems, plan, rollouts, ckpt_dir=None)
+        history = train_loop(params, policy, env, problems, plan, rollouts, ckpt_dir=None)
         rows = io.read_jsonl(rollouts)
     changed = {
         a: any(not torch.equal(before[a][k], v) for k, v in policy.adapter_state(a).items())
@@ -59,4 +58,4 @@ def run(params: Params) -> None:
         "return_mean": [round(h["return_mean"], 6) for h in history],
         "loss": [{k: round(v, 6) for k, v in h.items() if k.startswith("loss/")} for h in history],
     }
-    io.write_json(OUT, summary)
+    io.write_json(paths.SMOKE, summary)

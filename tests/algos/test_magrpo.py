@@ -12,20 +12,22 @@ def test_mean_advantage_subtracts_group_mean():
     r = torch.tensor([[1.0, 2.0, 3.0, 6.0], [0.0, 0.0, 0.0, 4.0]])
     # group means 3.0 and 1.0
     expected = torch.tensor([[-2.0, -1.0, 0.0, 3.0], [-1.0, -1.0, -1.0, 3.0]])
-    assert torch.allclose(group_advantages(r, "mean"), expected)
+    assert torch.allclose(group_advantages(r, "mean", False, 0.01), expected)
 
 
 def test_rloo_uses_mean_of_the_others():
     r = torch.tensor([[1.0, 2.0, 3.0, 6.0]])
     # sample 0: 1 - (2+3+6)/3 = 1 - 11/3 = -8/3
     expected = torch.tensor([[1 - 11 / 3, 2 - 10 / 3, 3 - 9 / 3, 6 - 6 / 3]])
-    assert torch.allclose(group_advantages(r, "rloo"), expected)
+    assert torch.allclose(group_advantages(r, "rloo", False, 0.01), expected)
 
 
 def test_max_and_raw_modes():
     r = torch.tensor([[1.0, 4.0, 2.0]])
-    assert torch.allclose(group_advantages(r, "max"), torch.tensor([[-3.0, 0.0, -2.0]]))
-    assert torch.allclose(group_advantages(r, "raw"), r)
+    assert torch.allclose(
+        group_advantages(r, "max", False, 0.01), torch.tensor([[-3.0, 0.0, -2.0]])
+    )
+    assert torch.allclose(group_advantages(r, "raw", False, 0.01), r)
 
 
 def test_normalize_divides_by_population_std_with_floor():
@@ -39,9 +41,9 @@ def test_normalize_divides_by_population_std_with_floor():
 
 def test_group_advantages_rejects_bad_shapes_and_modes():
     with pytest.raises(ValueError, match="G>=2"):
-        group_advantages(torch.tensor([[1.0]]))
+        group_advantages(torch.tensor([[1.0]]), "mean", False, 0.01)
     with pytest.raises(ValueError, match="unknown advantage mode"):
-        group_advantages(torch.tensor([[1.0, 2.0]]), "median")  # type: ignore[arg-type]
+        group_advantages(torch.tensor([[1.0, 2.0]]), "median", False, 0.01)  # type: ignore[arg-type]
 
 
 def test_turn_return_adds_discounted_mean_of_children():

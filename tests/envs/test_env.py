@@ -1,19 +1,16 @@
 """Prompts, code extraction and feedback of the team environment."""
 
 import pytest
+from conftest import weights
 
+from orchestry.envs.base import Roles, Turn
+from orchestry.envs.code.extract import agent_code, extract_code
 from orchestry.envs.code.problems import FunctionSpec, Problem
-from orchestry.envs.code.prompts import (
-    Roles,
-    agent_code,
-    diagnostics,
-    extract_code,
-    feedback_message,
-    initial_messages,
-    next_messages,
-)
-from orchestry.envs.code.reward import RewardWeights, code_facts, level_reward
-from orchestry.envs.code.sandbox.runner import TestReport
+from orchestry.envs.code.prompts import diagnostics, feedback_message, initial_messages
+from orchestry.envs.code.reward import code_facts, level_reward
+from orchestry.envs.code.sandbox import TestReport
+from orchestry.params import Params
+from orchestry.stages.from_params import make_env
 
 PROBLEM = Problem(
     id="t/double_sum",
@@ -123,7 +120,7 @@ def test_feedback_carries_diagnostics_and_history():
     reward = level_reward(
         code_facts([PROBLEM.helpers[0].reference], ["aux"], main, "double_sum"),
         report,
-        RewardWeights(),
+        weights(),
     )
     diag = diagnostics(PROBLEM, reward, report, main)
     assert (
@@ -135,7 +132,8 @@ def test_feedback_carries_diagnostics_and_history():
     assert diag in msg
     assert diag not in feedback_message("plain", diag)
     assert "expert" in feedback_message("expert_edits", diag, "use aux")
-    history = next_messages(initial_messages(PROBLEM, ROLES, "main"), "old answer", msg)
+    history = make_env(Params()).observe(PROBLEM, "main", [Turn("old answer", msg)])
     assert [m["role"] for m in history] == ["system", "user", "assistant", "user"]
+    assert history[:2] == initial_messages(PROBLEM, ROLES, "main") and history[-1]["content"] == msg
     with pytest.raises(ValueError, match="unknown feedback mode"):
         feedback_message("loud", diag)

@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import limits
 
+from orchestry.envs.code.humaneval import load_humaneval, split_check_function
 from orchestry.envs.code.problems import (
     FunctionSpec,
     Problem,
-    load_humaneval,
     load_problem_dir,
     problem_from_dict,
     problem_to_dict,
-    split_check_function,
     split_problems,
 )
-from orchestry.envs.code.sandbox.runner import SandboxJob, SandboxLimits, TestReport, run_many
+from orchestry.envs.code.sandbox import SandboxJob, TestReport, run_many
 
 ROOT = Path(__file__).resolve().parents[2]
 COOP_DIR = ROOT / "data" / "coop"
@@ -52,7 +52,7 @@ def _run(problems: list[Problem], programs: list[str]) -> list[TestReport]:
         SandboxJob(program=program, tests=p.tests, setup=p.setup, entry_point=p.entry_point)
         for p, program in zip(problems, programs, strict=True)
     ]
-    return run_many(jobs, SandboxLimits(), workers=WORKERS)
+    return run_many(jobs, limits(), workers=WORKERS)
 
 
 def _constant_main(p: Problem, value: str) -> str:

@@ -2,39 +2,43 @@
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import math
 import os
 import secrets
 import socket
 import stat
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import limits
 
-from orchestry.envs.code.sandbox import harness as _sandbox_harness
-from orchestry.envs.code.sandbox.runner import (
+from orchestry.envs.code.sandbox import (
     SandboxJob,
     SandboxLimits,
     SandboxUnavailable,
     TestReport,
-    _report_from_records,
     check_isolation_available,
+    default_hidden_paths,
     harden_snippet,
-    isolation_problem,
     run_many,
     run_tests_in_sandbox,
+    strict_operators,
 )
+from orchestry.envs.code.sandbox.isolation import CHILD_FILES, HARNESS, isolation_problem
+from orchestry.envs.code.sandbox.records import report_from_records
 
 REPO = Path(__file__).resolve().parents[2]
 THIS_FILE = Path(__file__).resolve()
 ADD = "def add(a, b):\n    return a + b\n"
 # Programs expected to finish get a wall clock that stays generous on a loaded machine; programs
 # that hog the CPU until they are stopped get a short one (and run apart from the others).
-ROOMY = SandboxLimits(timeout_s=10.0, cpu_s=5, memory_mb=256)
-HOG = SandboxLimits(timeout_s=2.0, cpu_s=2, memory_mb=256)
+ROOMY = limits(timeout_s=10.0, cpu_s=5, memory_mb=256)
+HOG = limits(timeout_s=2.0, cpu_s=2, memory_mb=256)
 HOGS = ("infinite_loop", "infinite_loop_in_test", "fork_bomb", "deep_recursion")
 
 
@@ -139,7 +143,7 @@ def test_timeout_keeps_the_results_of_finished_tests() -> None:
         "candidate(-1)",
         "assert candidate(2) == 2",
         entry_point="f",
-        limits=SandboxLimits(timeout_s=2.0, cpu_s=5),
+        limits=limits(timeout_s=2.0, cpu_s=5),
     )
     assert r.passed == (True, False, False)
     assert r.timed_out
@@ -148,8 +152,8 @@ def test_timeout_keeps_the_results_of_finished_tests() -> None:
 
 def test_cpu_limit_counts_as_a_timeout() -> None:
     program = "def f(x):\n    while True:\n        pass\n"
-    limits = SandboxLimits(timeout_s=10.0, cpu_s=1)
-    r = run(program, "candidate(1)", entry_point="f", limits=limits)
+    lim = limits(timeout_s=10.0, cpu_s=1)
+    r = run(program, "candidate(1)", entry_point="f", limits=lim)
     assert r.timed_out and r.passed == (False,)
     assert r.first_failure == "test 1: no result (CPU time limit exceeded)"
 
@@ -158,29 +162,67 @@ def test_invalid_tests_and_limits_are_refused_at_the_boundary() -> None:
     with pytest.raises(ValueError, match="test 2 of the job"):
         run(ADD, "assert True", "assert (")
     with pytest.raises(ValueError, match="timeout_s"):
-        SandboxLimits(timeout_s=0)
+        limits(timeout_s=0)
     with pytest.raises(ValueError, match="hidden_paths"):
-        SandboxLimits(hidden_paths=("/",))
+        limits(hidden_paths=("/",))
 
 
 def test_isolation_problem_names_what_is_missing() -> None:
-    harness = Path(_sandbox_harness.__file__)
-    assert isolation_problem(0, "/usr/bin/unshare", "/bin/sh", harness) is None
-    assert "needs root" in (isolation_problem(1000, "/usr/bin/unshare", "/bin/sh", harness) or "")
-    assert "unshare" in (isolation_problem(0, None, "/bin/sh", harness) or "")
+    child = CHILD_FILES
+    assert isolation_problem(0, "/usr/bin/unshare", "/bin/sh", child) is None
+    assert "needs root" in (isolation_problem(1000, "/usr/bin/unshare", "/bin/sh", child) or "")
+    assert "unshare" in (isolation_problem(0, None, "/bin/sh", child) or "")
+    gone = (HARNESS, HARNESS.with_name("no_such_part.py"))
+    assert "no_such_part.py is missing" in (
+        isolation_problem(0, "/bin/unshare", "/bin/sh", gone) or ""
+    )
+
+
+def test_a_broken_strict_operators_source_fails_loudly(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The harness runs the strict operators before anything else: a bad copy runs no code."""
+    broken = tmp_path / "strict_operators.py"
+    broken.write_text("def make_strict_helpers(:\n")
+    monkeypatch.setattr("orchestry.envs.code.sandbox.runner.STRICT_OPERATORS", broken)
+    never_ready = "(?s)exited before it got ready.*SyntaxError"
+    with pytest.raises(SandboxUnavailable, match=never_ready) as e:
+        run(ADD + "print('the program ran')", "assert True")
+    assert "the program ran" not in str(e.value)
+
+
+def test_default_hidden_paths_cover_this_checkout() -> None:
+    assert str(REPO) in default_hidden_paths()
+    assert str(REPO) in limits().hidden_paths
+
+
+def test_child_side_files_use_the_standard_library_only() -> None:
+    """The child runs on the base interpreter with the repository hidden: no project imports."""
+    for path in CHILD_FILES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                assert node.level == 0 and node.module, (path.name, ast.dump(node))
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            for name in names:
+                top = name.partition(".")[0]
+                assert top in sys.stdlib_module_names, (path.name, name)
 
 
 def test_a_sandbox_that_never_got_ready_fails_loudly() -> None:
     refused = "unshare: unshare failed: Operation not permitted"
     with pytest.raises(SandboxUnavailable, match="exited before it got ready.*not permitted"):
-        _report_from_records(1, [], refused, killed=False)
+        report_from_records(1, [], refused, killed=False)
 
 
 # --- the hardened comparisons keep Python's meaning on builtin values ---------------------------
 
 
 def _run_hardened(source: str) -> dict[str, object]:
-    ns: dict[str, object] = dict(_sandbox_harness.make_strict_helpers())
+    ns: dict[str, object] = dict(strict_operators.make_strict_helpers())
     exec(harden_snippet(source), ns)
     return ns
 
@@ -210,6 +252,17 @@ def test_hardened_expressions_keep_builtin_semantics(expr: str) -> None:
     assert "__sandbox_" in harden_snippet(expr)
 
 
+def test_hardened_code_calls_exactly_the_strict_operators() -> None:
+    """hardening and strict_operators name the same helpers: a mismatch would fail every test."""
+    every_construct = "a = [1]\na += [2]\nb = -len(a)\nassert a == [1, 2] and 0 < 1 < 2\nc = 1 + 2"
+    called = {
+        node.id
+        for node in ast.walk(ast.parse(harden_snippet(every_construct)))
+        if isinstance(node, ast.Name) and node.id.startswith("__sandbox_")
+    }
+    assert called == set(strict_operators.HELPER_NAMES)
+
+
 def test_hardened_augmented_assignment_mutates_lists_in_place() -> None:
     ns = _run_hardened("a = [1]\nb = a\na += [2]\nn = 1\nn -= 3")
     assert ns["b"] == [1, 2] and ns["a"] is ns["b"] and ns["n"] == -2
@@ -234,7 +287,7 @@ def test_hardened_code_refuses_objects_that_fake_answers() -> None:
         "assert type(x) == int",
     )
     for test in tests:
-        ns = dict(_sandbox_harness.make_strict_helpers(), x=Always())
+        ns = dict(strict_operators.make_strict_helpers(), x=Always())
         with pytest.raises(Exception, match="needs builtin values"):
             exec(harden_snippet(test), ns)
 
@@ -575,14 +628,14 @@ def test_run_many_matches_one_by_one() -> None:
         "assert math.isclose(candidate(0.5, 0.25), 0.75)",
     )
     jobs = [SandboxJob(p, tests, setup="import math", entry_point="add") for p in programs] * 2
-    limits = SandboxLimits(timeout_s=2.5, cpu_s=5, memory_mb=256)
-    together = run_many(jobs, limits, workers=4)
-    alone = [run_tests_in_sandbox(job, limits) for job in jobs[: len(programs)]] * 2
+    lim = limits(timeout_s=2.5, cpu_s=5, memory_mb=256)
+    together = run_many(jobs, lim, workers=4)
+    alone = [run_tests_in_sandbox(job, lim) for job in jobs[: len(programs)]] * 2
     assert together == alone
     assert together[0].passed == (True, True, True)
     assert together[6].timed_out and together[6].passed == (False, False, False)
     assert math.isclose(sum(r.pass_rate for r in together), 2 * (1 + 1 / 3 + 1))
-    assert run_many([], limits, workers=2) == []
+    assert run_many([], lim, workers=2) == []
 
 
 def test_parallel_sandboxes_get_distinct_uids() -> None:

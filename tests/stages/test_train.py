@@ -11,14 +11,20 @@ import pytest
 import torch
 from conftest import ROOT, run_in
 
-from orchestry.algos.tree import RolloutSettings, rollout
+from orchestry.algos.magrpo import sample_advantages
+from orchestry.algos.pg_update import Optimizers, update_agents
+from orchestry.algos.tree import rollout
 from orchestry.envs.code.problems import load_problem_dir
-from orchestry.envs.code.prompts import Roles
-from orchestry.envs.code.reward import RewardWeights
-from orchestry.envs.code.sandbox.runner import SandboxLimits
 from orchestry.params import parse_params
-from orchestry.stages.from_params import make_policy, sampling_spec
-from orchestry.stages.train import Optimizers, agent_batches, update_agents
+from orchestry.stages.from_params import (
+    advantage_settings,
+    make_env,
+    make_policy,
+    optimizer_settings,
+    rollout_settings,
+    sampling_spec,
+    update_settings,
+)
 
 
 def adapter_bytes(repo: Path) -> dict[str, bytes]:
@@ -63,31 +69,27 @@ def test_kill_9_then_resume_gives_bit_identical_adapters(tiny_repo, tmp_path):
     assert not list(ckpts.glob("train-*")), "checkpoints are removed after a finished run"
 
 
-def _settings(**kw):
-    return RolloutSettings(**{"group_size": 2, "turns": 1, "joint_mode": "aligned", **kw})
-
-
 @pytest.fixture(scope="module")
 def coop_params():
     return parse_params(
-        {"sampling": {"max_new_tokens": 40}, "train": {"group_size": 2, "kl_coef": 0.1}}
+        {
+            "sampling": {"max_new_tokens": 40},
+            "train": {
+                "group_size": 2,
+                "kl_coef": 0.1,
+                "turns": 2,
+                "joint_mode": "cross",
+                "gamma": 0.5,
+            },
+        }
     )
 
 
 def test_two_turn_cross_tree_and_update(coop_params):
     problems = load_problem_dir(ROOT / "data/coop")[:1]
     policy = make_policy(coop_params)
-    roles = Roles.from_agents(["aux", "main"])
-    ro = rollout(
-        policy,
-        problems,
-        roles,
-        sampling_spec(coop_params),
-        _settings(turns=2, joint_mode="cross", gamma=0.5),
-        RewardWeights(),
-        SandboxLimits(),
-        workers=2,
-    )
+    env = make_env(coop_params)
+    ro = rollout(policy, env, problems, sampling_spec(coop_params), rollout_settings(coop_params))
     first = [n for n in ro.nodes if n.turn == 1]
     second = [n for n in ro.nodes if n.turn == 2]
     assert len(first) == 4 and len(second) == 16  # G^2 joint actions per node, each node expanded
@@ -95,43 +97,39 @@ def test_two_turn_cross_tree_and_update(coop_params):
         assert len(node.children) == 4
         assert node.ret == pytest.approx(node.total + 0.5 * sum(c.ret for c in node.children) / 4)
         # the next turn saw this node's feedback
-        assert node.children[0].samples["main"].messages[-1]["role"] == "user"
-        assert (
-            "Tests passed" in node.children[0].samples["main"].messages[-1]["content"]
-            or "missing" in node.children[0].samples["main"].messages[-1]["content"]
-        )
+        seen = env.observe(node.task, "main", node.children[0].samples["main"].history)
+        assert seen[-1]["role"] == "user"
+        assert "Tests passed" in seen[-1]["content"] or "missing" in seen[-1]["content"]
+        assert seen[-2] == {"role": "assistant", "content": node.samples["main"].text}
     # 1 root group + 4 node groups per agent
     assert sorted((g.agent, g.turn) for g in ro.groups).count(("aux", 2)) == 4
-    opts = Optimizers.create(policy, ["aux", "main"], False, coop_params, total=1)
-    rows = agent_batches(ro, coop_params)
-    stats = update_agents(policy, opts, rows, coop_params)
+    opts = Optimizers.create(
+        policy, ["aux", "main"], False, optimizer_settings(coop_params), total=1
+    )
+    rows = sample_advantages(ro.groups, advantage_settings(coop_params))
+    stats = update_agents(policy, opts, rows, update_settings(coop_params))
     assert all(torch.isfinite(torch.tensor(v)) for v in stats.values())
     # LoRA B starts at zero, so the first step's policy equals the reference: KL exactly 0
     assert stats["kl/aux"] == pytest.approx(0.0, abs=1e-6)
-    stats = update_agents(policy, opts, rows, coop_params)
+    stats = update_agents(policy, opts, rows, update_settings(coop_params))
     assert stats["kl/aux"] > 0 or stats["grad_norm/aux"] == 0
 
 
 def test_three_agents_on_three_role_problems():
     params = parse_params(
-        {"model": {"agents": ["aux1", "aux2", "main"]}, "sampling": {"max_new_tokens": 40}}
+        {
+            "model": {"agents": ["aux1", "aux2", "main"]},
+            "sampling": {"max_new_tokens": 40},
+            "train": {"group_size": 2},
+        }
     )
     problems = load_problem_dir(ROOT / "data/coop3")[:1]
     policy = make_policy(params)
-    roles = Roles.from_agents(params.model.agents)
-    ro = rollout(
-        policy,
-        problems,
-        roles,
-        sampling_spec(params),
-        _settings(),
-        RewardWeights(),
-        SandboxLimits(),
-        2,
-    )
+    env = make_env(params)
+    ro = rollout(policy, env, problems, sampling_spec(params), rollout_settings(params))
     assert {g.agent for g in ro.groups} == {"aux1", "aux2", "main"}
     assert all(len(n.samples) == 3 for n in ro.nodes)
-    helper_prompt = ro.nodes[0].samples["aux2"].messages[-1]["content"]
+    helper_prompt = env.observe(ro.nodes[0].task, "aux2")[-1]["content"]
     assert "def aux2(" in helper_prompt and "def aux1(" not in helper_prompt
-    rows = agent_batches(ro, params)
+    rows = sample_advantages(ro.groups, advantage_settings(params))
     assert set(rows) == {"aux1", "aux2", "main"}

@@ -1,18 +1,4 @@
 BASELINES = ["single", "naive_concat", "sequential", "discussion"]
-EVAL_CODE = [
-    "orchestry/eval/protocols.py",
-    "orchestry/eval/metrics.py",
-    "orchestry/envs/code/prompts.py",
-    "orchestry/envs/code/reward.py",
-    "orchestry/envs/code/sandbox/runner.py",
-    "orchestry/envs/code/sandbox/harness.py",
-    "orchestry/agents/lora/team.py",
-    "orchestry/agents/lora/base_model.py",
-    "orchestry/agents/lora/kv_prefix.py",
-    "orchestry/agents/lora/stacked_lora.py",
-    "orchestry/agents/lora/head_sampler.py",
-    "orchestry/stages/from_params.py",
-]
 
 
 wildcard_constraints:
@@ -21,8 +7,7 @@ wildcard_constraints:
 
 rule baseline:
     input:
-        "orchestry/stages/baseline.py",
-        EVAL_CODE,
+        stage_code("baseline"),
         "data/prepared/test.jsonl",
     output:
         "results/baselines/{baseline}/generations.jsonl",
@@ -46,8 +31,7 @@ rule baseline:
 
 rule evaluate:
     input:
-        "orchestry/stages/evaluate.py",
-        EVAL_CODE,
+        stage_code("evaluate"),
         "data/prepared/test.jsonl",
         "results/train/adapters",
     output:

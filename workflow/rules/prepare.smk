@@ -1,7 +1,6 @@
 rule prepare:
     input:
-        "orchestry/stages/prepare.py",
-        "orchestry/envs/code/problems.py",
+        stage_code("prepare"),
         "data/coop",
         "data/coop3",
     output:

@@ -3,8 +3,7 @@ FIGURES = ["training_curves", "baseline_comparison", "speed", "scheme_distributi
 
 rule schemes:
     input:
-        "orchestry/stages/schemes.py",
-        "orchestry/analysis/schemes.py",
+        stage_code("schemes"),
         "results/train/rollouts.jsonl",
         expand(
             "results/baselines/{baseline}/generations.jsonl",
@@ -26,8 +25,7 @@ rule schemes:
 
 rule figures:
     input:
-        "orchestry/stages/figures.py",
-        "orchestry/eval/metrics.py",
+        stage_code("figures"),
         "results/train/history.csv",
         "results/train/metrics.json",
         expand("results/baselines/{baseline}/metrics.json", baseline=BASELINES),

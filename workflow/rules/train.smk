@@ -1,25 +1,6 @@
-TRAIN_CODE = [
-    "orchestry/stages/train.py",
-    "orchestry/eval/metrics.py",
-    "orchestry/algos/tree.py",
-    "orchestry/envs/code/prompts.py",
-    "orchestry/algos/magrpo.py",
-    "orchestry/envs/code/reward.py",
-    "orchestry/envs/code/sandbox/runner.py",
-    "orchestry/envs/code/sandbox/harness.py",
-    "orchestry/agents/lora/team.py",
-    "orchestry/agents/lora/base_model.py",
-    "orchestry/agents/lora/kv_prefix.py",
-    "orchestry/agents/lora/stacked_lora.py",
-    "orchestry/agents/lora/head_sampler.py",
-    "orchestry/stages/from_params.py",
-]
-
-
 rule smoke:
     input:
-        "orchestry/stages/smoke.py",
-        TRAIN_CODE,
+        stage_code("smoke"),
         "data/prepared/train.jsonl",
     output:
         "results/smoke/smoke.json",
@@ -42,7 +23,7 @@ rule smoke:
 
 rule train:
     input:
-        TRAIN_CODE,
+        stage_code("train"),
         "data/prepared/train.jsonl",
         "results/smoke/smoke.json",
     output:

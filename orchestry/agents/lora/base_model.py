@@ -36,19 +36,19 @@ class ModelUnavailable(RuntimeError):
     """The requested model cannot be loaded here; the message says how to get it."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelSpec:
-    """Which base model to load and how."""
+    """Which base model to load and how (values: params `model`, the one home of their defaults)."""
 
-    name: str = EMBEDDED_MODEL
+    name: str
     """`smollm2-135m-instruct` (embedded GGUF), a Hugging Face hub id, or a local model folder."""
-    dtype: str = "float32"
+    dtype: str
     """float32 | bfloat16 | float16 | auto (bfloat16 on a CUDA GPU supporting it, else float32)."""
-    device: str = "cpu"
+    device: str
     """cpu | cuda | auto (cuda when available)."""
-    quantization: str = "none"
+    quantization: str
     """none | 4bit (bitsandbytes NF4; CUDA only)."""
-    cache_dir: str = "cache/models"
+    cache_dir: str
     """Folder where the embedded GGUF is converted once to a plain safetensors model."""
 
     def __post_init__(self) -> None:

@@ -5,18 +5,16 @@ model per distinct `ModelSpec` and give each agent its own LoRA adapter (peft). 
 the G completions of every agent and every problem in one batched `generate` call: rows of
 different agents use their own adapter in the same forward pass (`orchestry.agents.lora.stacked_lora`).
 On CUDA a fast path uses a static KV cache (which `transformers` compiles with `torch.compile`),
-one call per adapter.
+one call per adapter. The batched call itself is `orchestry.agents.lora.generation`; the adapter
+files on disk are `orchestry.agents.lora.adapter_files`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
-import json
-import os
 import re
-import shutil
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -24,46 +22,37 @@ from pathlib import Path
 
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
-from peft.utils import get_peft_model_state_dict, set_peft_model_state_dict
-from safetensors.torch import load_file
-from transformers import (
-    GenerationConfig,
-    LogitsProcessorList,
-    PreTrainedTokenizerBase,
-)
+from peft.utils import get_peft_model_state_dict
+from transformers import PreTrainedTokenizerBase
 
 from orchestry.agents.base import Generation, GenRequest, SamplingSpec
-from orchestry.agents.lora.base_model import ModelSpec, load_base_model
-from orchestry.agents.lora.head_sampler import HeadSampler
-from orchestry.agents.lora.kv_prefix import (
-    cache_argument,
-    completion_logits,
-    pad_rows,
-    plan_prefixes,
-    prefill,
+from orchestry.agents.lora.adapter_files import (
+    POLICY_FILE,
+    load_adapter_weights,
+    read_policy_file,
+    write_adapters,
 )
-from orchestry.agents.lora.stacked_lora import stacked_lora
+from orchestry.agents.lora.base_model import ModelSpec, load_base_model
+from orchestry.agents.lora.generation import generate_group
+from orchestry.agents.lora.kv_prefix import completion_logits
 
 SHARED_ADAPTER = "shared"
 """Adapter name used by every agent when `shared_adapter=True`."""
-POLICY_FILE = "policy.json"
-STATIC_PROMPT_BUCKET = 64
-"""Fast path: prompts are left-padded to a multiple of this, so the static cache has few shapes."""
 
 _AGENT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LoraSpec:
-    """LoRA settings shared by every agent's adapter."""
+    """LoRA settings shared by every agent's adapter (values: params `model.lora`)."""
 
-    r: int = 16
+    r: int
     """Rank of the low-rank update."""
-    alpha: int = 32
+    alpha: int
     """Scaling numerator: the update is scaled by alpha / r."""
-    dropout: float = 0.0
+    dropout: float
     """Dropout on the adapter input (active only when computing log-probs with gradients)."""
-    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    target_modules: tuple[str, ...]
     """Names of the linear layers that get an adapter."""
 
     def __post_init__(self) -> None:
@@ -78,8 +67,8 @@ class LoraSpec:
 
 
 @dataclass
-class _Base:
-    """One loaded base model with the adapters of the agents that use it."""
+class LoadedBase:
+    """One loaded base model with the adapters of the agents that use it (and its stop tokens)."""
 
     spec: ModelSpec
     model: PeftModel
@@ -120,7 +109,7 @@ class TeamPolicy:
         self.seed = seed
         self._generate_calls = 0
         self._adapter = {a: SHARED_ADAPTER if shared_adapter else a for a in self.agents}
-        self._bases: dict[ModelSpec, _Base] = {}
+        self._bases: dict[ModelSpec, LoadedBase] = {}
         config = LoraConfig(
             r=lora.r,
             lora_alpha=lora.alpha,
@@ -143,7 +132,7 @@ class TeamPolicy:
                 for name in adapters[1:]:
                     peft_model.add_adapter(name, config)
             stop = {tokenizer.eos_token_id, *_as_list(base_model.generation_config.eos_token_id)}
-            self._bases[spec] = _Base(spec, peft_model, tokenizer, adapters, stop - {None})
+            self._bases[spec] = LoadedBase(spec, peft_model, tokenizer, adapters, stop - {None})
         self._base_of = {a: self._bases[specs[a]] for a in self.agents}
         for agent in self.agents:
             for p in self.trainable_parameters(agent):
@@ -212,75 +201,17 @@ class TeamPolicy:
                     if use_fast
                     else [mine]
                 )
+                activate = functools.partial(self._activate, base)
                 for group in filter(None, groups):
-                    for i, gen in zip(
-                        group,
-                        self._generate_group(base, requests, prompts, group, sampling, use_fast),
-                        strict=True,
-                    ):
+                    generations = generate_group(
+                        base, requests, prompts, group, self._adapter, activate, sampling, use_fast
+                    )
+                    for i, gen in zip(group, generations, strict=True):
                         results[i] = gen
         done = [g for g in results if g is not None]
         if len(done) != len(requests):  # every request belongs to exactly one base and group
             raise RuntimeError(f"generate filled {len(done)} of {len(requests)} requests")
         return done
-
-    def _generate_group(
-        self,
-        base: _Base,
-        requests: Sequence[GenRequest],
-        prompts: list[list[int]],
-        group: list[int],
-        sampling: SamplingSpec,
-        static: bool,
-    ) -> list[Generation]:
-        rows = [prompts[i] for i in group for _ in range(requests[i].n)]
-        adapters = [self._adapter[requests[i].agent] for i in group for _ in range(requests[i].n)]
-        pad = base.tokenizer.pad_token_id
-        kwargs: dict[str, object] = {}
-        # rows of several adapters: each row through its own (orchestry/agents/lora/stacked_lora.py)
-        route = (lambda names: stacked_lora(base.model, names)) if len(set(adapters)) > 1 else None
-        if route is None:
-            self._activate(base, adapters[0])
-        base.model.eval()
-        config, warpers = _generation_config(base, sampling, static)
-        _synchronize(base.device)
-        start = time.perf_counter()
-        if static:
-            width = -(-max(map(len, rows)) // STATIC_PROMPT_BUCKET) * STATIC_PROMPT_BUCKET
-            input_ids, attention_mask = pad_rows(rows, width, pad, base.device)
-        else:  # eager: prefill each shared prompt prefix once (orchestry/agents/lora/kv_prefix.py)
-            plan = plan_prefixes(rows, adapters, sampling.max_new_tokens)
-            input_ids, attention_mask, kwargs[cache_argument(base.model)] = prefill(
-                base.model, plan, pad, base.device, sampling.max_new_tokens, route
-            )
-            width = input_ids.shape[1]
-        with torch.no_grad(), route(adapters) if route else contextlib.nullcontext():
-            out = base.model.generate(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                generation_config=config,
-                logits_processor=warpers,
-                **kwargs,
-            )
-        _synchronize(base.device)
-        seconds = time.perf_counter() - start
-        new = out[:, width:].tolist()
-        generations, row = [], 0
-        for i in group:
-            ids = [_cut_at_stop(new[row + k], base.stop_ids) for k in range(requests[i].n)]
-            row += requests[i].n
-            texts = base.tokenizer.batch_decode(ids, skip_special_tokens=True)
-            generations.append(
-                Generation(
-                    agent=requests[i].agent,
-                    texts=texts,
-                    token_ids=ids,
-                    prompt_ids=prompts[i],
-                    seconds=seconds,
-                    new_tokens=sum(map(len, ids)),
-                )
-            )
-        return generations
 
     # ----------------------------------------------------------------------- log-probs
 
@@ -353,13 +284,6 @@ class TeamPolicy:
 
         Each adapter folder loads with `PeftModel.from_pretrained(base_model, folder)`; policy.json
         records the agents, their adapter and base model, and the LoRA settings."""
-        directory = Path(directory)
-        directory.parent.mkdir(parents=True, exist_ok=True)
-        tmp = directory.parent / f".{directory.name}.tmp-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        for base in self._bases.values():
-            # peft writes every adapter not named "default" to <dir>/<adapter name>/.
-            base.model.save_pretrained(str(tmp), selected_adapters=base.adapters)
         meta = {
             "agents": {
                 a: {"adapter": self._adapter[a], "model": asdict(self._base_of[a].spec)}
@@ -369,12 +293,7 @@ class TeamPolicy:
             "shared_adapter": self.shared_adapter,
             "seed": self.seed,
         }
-        (tmp / POLICY_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-        old = directory.parent / f".{directory.name}.old-{os.getpid()}"
-        if directory.exists():
-            directory.rename(old)
-        tmp.rename(directory)
-        shutil.rmtree(old, ignore_errors=True)
+        write_adapters(Path(directory), self._bases.values(), meta)
 
     def load_adapters(self, directory: Path) -> None:
         """Copy saved adapter weights into this policy's adapters in place (optimizers stay valid).
@@ -382,7 +301,7 @@ class TeamPolicy:
         The directory must come from `save_adapters` of a policy with the same agents, adapter
         names, base model names and LoRA settings."""
         directory = Path(directory)
-        meta = json.loads((directory / POLICY_FILE).read_text())
+        meta = read_policy_file(directory)
         mine = {
             a: {"adapter": self._adapter[a], "model": self._base_of[a].spec.name}
             for a in self.agents
@@ -396,26 +315,16 @@ class TeamPolicy:
                 f"{directory / POLICY_FILE} holds agents {theirs} with {meta['lora']}, but this "
                 f"policy has {mine} with {asdict(self.lora)}"
             )
-        for base in self._bases.values():
-            for adapter in base.adapters:
-                state = load_file(directory / adapter / "adapter_model.safetensors", device="cpu")
-                expected = set(get_peft_model_state_dict(base.model, adapter_name=adapter))
-                if set(state) != expected:
-                    raise ValueError(
-                        f"{directory / adapter} does not match adapter {adapter!r}: "
-                        f"missing {sorted(expected - set(state))[:3]}, "
-                        f"unexpected {sorted(set(state) - expected)[:3]}"
-                    )
-                set_peft_model_state_dict(base.model, state, adapter_name=adapter)
+        load_adapter_weights(directory, self._bases.values())
 
     # ----------------------------------------------------------------------- internals
 
-    def _base(self, agent: str) -> _Base:
+    def _base(self, agent: str) -> LoadedBase:
         if agent not in self._base_of:
             raise KeyError(f"unknown agent {agent!r}; this policy has {list(self.agents)}")
         return self._base_of[agent]
 
-    def _activate(self, base: _Base, adapter: str) -> None:
+    def _activate(self, base: LoadedBase, adapter: str) -> None:
         base.model.set_adapter(adapter)
         # peft's set_adapter freezes the other adapters; every agent's adapter stays trainable.
         for agent in self.agents:
@@ -451,37 +360,3 @@ def _as_list(value: int | list[int] | None) -> list[int]:
     if value is None:
         return []
     return list(value) if isinstance(value, list | tuple) else [value]
-
-
-def _generation_config(
-    base: _Base, sampling: SamplingSpec, static: bool
-) -> tuple[GenerationConfig, LogitsProcessorList]:
-    """The generate settings and the logits processors.
-
-    Sampling is done by our `HeadSampler` (orchestry/agents/lora/head_sampler.py), which leaves only the drawn
-    token finite; transformers then runs in greedy mode and picks it.
-    """
-    config = GenerationConfig(
-        max_new_tokens=sampling.max_new_tokens,
-        min_new_tokens=sampling.min_new_tokens,
-        do_sample=False,
-        pad_token_id=base.tokenizer.pad_token_id,
-        eos_token_id=sorted(base.stop_ids),
-        cache_implementation="static" if static else None,
-    )
-    warpers = LogitsProcessorList()
-    if sampling.do_sample:
-        warpers.append(HeadSampler(sampling.temperature, sampling.top_k, sampling.top_p))
-    return config, warpers
-
-
-def _cut_at_stop(ids: list[int], stop_ids: set[int]) -> list[int]:
-    for k, token in enumerate(ids):
-        if token in stop_ids:
-            return ids[: k + 1]
-    return ids
-
-
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)

@@ -1,53 +1,23 @@
-"""The team's environment (a Dec-POMDP): what each agent sees, how its code is read, and the feedback.
+"""What each agent of the code task is told: its first prompt, and the feedback after a turn.
 
 Agents are named in params (`model.agents`); the last one is the main agent, the others are helpers matched
 in order to the problem's helper functions. A helper sees the problem and is asked for its function only;
 the main agent sees the problem and the signatures of the helpers it may call, never their code (the
-paper's setting). After a turn, feedback built from the sandbox's diagnostics is appended to each agent's
-own conversation, which becomes its next observation.
+paper's setting). After a turn, feedback built from the sandbox's diagnostics opens the agent's next turn.
+The baselines' own prompts (one model alone, teammates' code shown) are here too.
 """
 
 from __future__ import annotations
 
-import ast
-import re
-from collections.abc import Sequence
-from dataclasses import dataclass
-
+from orchestry.envs.base import Roles
 from orchestry.envs.code.problems import Problem
 from orchestry.envs.code.reward import RewardBreakdown
-from orchestry.envs.code.sandbox.runner import TestReport
+from orchestry.envs.code.sandbox import TestReport
 
 SYSTEM_PROMPT = (
     "You are an expert Python programmer working in a team. Answer with one Python code block "
     "containing only the requested function(s)."
 )
-
-_FENCE = re.compile(r"```[ \t]*(?:python|py|Python)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
-_CODE_START = re.compile(r"^(?:def |async def |import |from |class |@)", re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class Roles:
-    """Agent names split into helpers (in problem order) and the main agent."""
-
-    helpers: tuple[str, ...]
-    main: str
-
-    @classmethod
-    def from_agents(cls, agents: Sequence[str]) -> Roles:
-        return cls(helpers=tuple(agents[:-1]), main=agents[-1])
-
-    @property
-    def agents(self) -> tuple[str, ...]:
-        return (*self.helpers, self.main)
-
-    def check(self, problem: Problem) -> None:
-        if len(problem.helpers) != len(self.helpers):
-            raise ValueError(
-                f"problem {problem.id} has {len(problem.helpers)} helper function(s) but the team has "
-                f"{len(self.helpers)} helper agent(s) {list(self.helpers)}; set model.agents to match"
-            )
 
 
 def helper_prompt(problem: Problem, index: int) -> str:
@@ -74,7 +44,7 @@ def main_prompt(problem: Problem) -> str:
 
 def initial_messages(problem: Problem, roles: Roles, agent: str) -> list[dict[str, str]]:
     """The first observation of `agent` on `problem` as chat messages."""
-    roles.check(problem)
+    check_roles(problem, roles)
     if agent == roles.main:
         user = main_prompt(problem)
     elif agent in roles.helpers:
@@ -84,55 +54,12 @@ def initial_messages(problem: Problem, roles: Roles, agent: str) -> list[dict[st
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
-def _code_region(text: str) -> str:
-    blocks = [b for b in _FENCE.findall(text) if b.strip()]
-    if blocks:
-        return "\n\n".join(blocks)
-    start = _CODE_START.search(text)
-    return text[start.start() :] if start else ""
-
-
-def _longest_parsing_prefix(code: str) -> ast.Module | None:
-    lines = code.splitlines()
-    for end in range(len(lines), 0, -1):
-        try:
-            return ast.parse("\n".join(lines[:end]))
-        except (SyntaxError, ValueError):
-            continue
-    return None
-
-
-def extract_code(text: str, keep: Sequence[str] = (), drop: Sequence[str] = ()) -> str:
-    """The Python definitions in a model completion.
-
-    Takes fenced blocks (or the text from the first def/import when there is no fence), cuts a
-    truncated tail back to the longest prefix that parses, and keeps only imports and top-level
-    function/class definitions: example calls, prints and asserts are dropped, as are definitions
-    named in `drop` (the main agent may not redefine a helper). `keep` names are never dropped.
-    Returns "" when nothing usable is found.
-    """
-    tree = _longest_parsing_prefix(_code_region(text))
-    if tree is None:
-        return ""
-    kept: list[ast.stmt] = []
-    for node in tree.body:
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            kept.append(node)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            if node.name in drop and node.name not in keep:
-                continue
-            kept.append(node)
-    return "\n\n".join(ast.unparse(node) for node in kept)
-
-
-def agent_code(text: str, problem: Problem, roles: Roles, agent: str) -> str:
-    """Extract the code an agent contributes; helpers may not define main, main may not define helpers."""
-    helper_names = [spec.name for spec in problem.helpers]
-    if agent == roles.main:
-        return extract_code(text, keep=[problem.main.name], drop=helper_names)
-    own = problem.helpers[roles.helpers.index(agent)].name
-    others = [n for n in helper_names if n != own]
-    return extract_code(text, keep=[own], drop=[problem.main.name, *others])
+def check_roles(problem: Problem, roles: Roles) -> None:
+    if len(problem.helpers) != len(roles.helpers):
+        raise ValueError(
+            f"problem {problem.id} has {len(problem.helpers)} helper function(s) but the team has "
+            f"{len(roles.helpers)} helper agent(s) {list(roles.helpers)}; set model.agents to match"
+        )
 
 
 def diagnostics(
@@ -176,12 +103,26 @@ def feedback_message(mode: str, diag: str, suggestion: str | None = None) -> str
     raise ValueError(f"unknown feedback mode {mode!r}; use level_feedback, plain or expert_edits")
 
 
-def next_messages(
-    previous: list[dict[str, str]], response: str, feedback: str
-) -> list[dict[str, str]]:
-    """An agent's next observation: its own history, its last answer, then the feedback."""
-    return [
-        *previous,
-        {"role": "assistant", "content": response},
-        {"role": "user", "content": feedback},
-    ]
+def single_messages(problem: Problem) -> list[dict[str, str]]:
+    """The single-model baseline: one model writes the whole entry point, helpers of its own allowed."""
+    user = (
+        f"Task: {problem.prompt}\n\nWrite the complete function below (you may define helper "
+        f"functions of your own):\n\n```python\n{problem.main.signature}\n```"
+    )
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def teammates_done_note(code: dict[str, str]) -> str:
+    """The sequential baseline: the helpers' finished code, shown to main with its prompt."""
+    shown = "\n\n".join(c for c in code.values() if c) or "# (the helper wrote no code)"
+    return f"Your teammates already wrote:\n\n```python\n{shown}\n```"
+
+
+def teammates_answer_note(others: dict[str, str]) -> str:
+    """One round of discussion: the teammates' first answers, and the request to revise."""
+    shown = "\n\n".join(c for c in others.values() if c) or "# (no code)"
+    return (
+        f"Your teammates answered:\n\n```python\n{shown}\n```\n\n"
+        "Revise your own function so the team's program works, and answer with one "
+        "code block."
+    )

@@ -8,9 +8,22 @@
                    ... and main is not a thin wrapper around aux          +1.0
                    aux is called but its value is ignored                 -0.5
 
-With several helpers (N > 2 agents) the aux-structure and call terms are scaled by the fraction of helpers
-that qualify, so one helper reproduces the paper exactly. `level_reward` is pure: it takes the code facts
-(from `code_facts`) and the sandbox's test report; `score_joint_actions` runs the sandbox for many programs.
+"Main calls aux", "thin wrapper" and "value ignored" are not decided here: they are the outcome of
+`orchestry.envs.code.aux_use.analyse_aux_use` for each helper, the same definition the
+cooperation-scheme classifier (`orchestry.analysis.schemes`) is built on, so what is rewarded and
+what is measured agree. Per helper h (defined with a `return <value>`):
+
+    called       the outcome is `thin_wrapper` or `uses`  (main calls aux and uses its value;
+                 aliases, wrappers and `key=aux` count, dead code and shadowed names do not)
+    non-trivial  the outcome is `uses`  (the classifier then labels a scheme: fallback, decorator,
+                 coordinator or strategy filter)
+    ignored      the outcome is `ignored_result`  (called, value never used; not called above)
+
+The call bonus is coop_call x (share of helpers called), the non-trivial bonus coop_nontrivial x
+(share of helpers non-trivial), and the penalty applies once when any helper is ignored; with one
+helper (N = 2 agents) this is the paper's rule. The aux-structure term is scaled by the share of
+helpers defined. `level_reward` is pure: it takes the code facts (from `code_facts`) and the
+sandbox's test report; `score_joint_actions` runs the sandbox for many programs.
 """
 
 from __future__ import annotations
@@ -19,27 +32,45 @@ import ast
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from orchestry.envs.code.aux_use import USES, analyse_aux_use
+from orchestry.envs.code.live_code import find_function
 from orchestry.envs.code.problems import Problem
-from orchestry.envs.code.sandbox.runner import SandboxJob, SandboxLimits, TestReport, run_many
+from orchestry.envs.code.sandbox import SandboxJob, SandboxLimits, TestReport, run_many
 
 
 @dataclass(frozen=True)
 class RewardWeights:
-    aux_defined: float = 0.4
-    main_defined: float = 0.6
-    syntax: float = 0.5
-    tests: float = 1.0
-    coop_call: float = 0.5
-    coop_nontrivial: float = 1.0
-    ignored_penalty: float = 0.5
+    """The level reward's weights (values: params `reward`, the one home of their defaults)."""
+
+    aux_defined: float
+    main_defined: float
+    syntax: float
+    tests: float
+    coop_call: float
+    coop_nontrivial: float
+    ignored_penalty: float
 
 
 @dataclass(frozen=True)
 class HelperFacts:
     name: str
     defined: bool  # a function of that name with a `return <value>` exists in the helper's code
-    called: bool  # main's function calls it (or passes it as a function value)
-    ignored: bool  # called as a bare expression statement whose value is dropped
+    main_use: str  # how main uses it: one of `aux_use.OUTCOMES`
+
+    @property
+    def called(self) -> bool:
+        """Main calls it and uses the value (a thin wrapper included)."""
+        return self.defined and self.main_use in ("thin_wrapper", USES)
+
+    @property
+    def nontrivial(self) -> bool:
+        """Main uses its value beyond a thin wrapper."""
+        return self.defined and self.main_use == USES
+
+    @property
+    def ignored(self) -> bool:
+        """Main calls it but never uses the value."""
+        return self.main_use == "ignored_result"
 
 
 @dataclass(frozen=True)
@@ -47,7 +78,11 @@ class CodeFacts:
     helpers: tuple[HelperFacts, ...]
     main_defined: bool
     parses: bool  # the joined program compiles
-    thin_wrapper: bool  # main's body is only `return aux(...)` or `x = aux(...); return x`
+
+    @property
+    def thin_wrapper(self) -> bool:
+        """Some helper is called only through a thin wrapper, and none is used non-trivially."""
+        return any(h.called for h in self.helpers) and not any(h.nontrivial for h in self.helpers)
 
 
 @dataclass(frozen=True)
@@ -72,18 +107,7 @@ def _parse(code: str) -> ast.Module | None:
         return None
 
 
-def find_function(tree: ast.Module | None, name: str) -> ast.FunctionDef | None:
-    """The last top-level `def name` in a module (the one Python would bind)."""
-    if tree is None:
-        return None
-    found = None
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
-            found = node
-    return found
-
-
-def returns_value(func: ast.FunctionDef | None) -> bool:
+def returns_value(func: ast.FunctionDef | ast.AsyncFunctionDef | None) -> bool:
     """True when the function has a `return <expr>` of its own (nested defs excluded)."""
     if func is None:
         return False
@@ -98,66 +122,6 @@ def returns_value(func: ast.FunctionDef | None) -> bool:
     return False
 
 
-def _body_without_docstring(func: ast.FunctionDef) -> list[ast.stmt]:
-    body = list(func.body)
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        if isinstance(body[0].value.value, str):
-            body = body[1:]
-    return body
-
-
-def _is_call_to(node: ast.AST | None, name: str) -> bool:
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
-
-
-def calls_function(func: ast.FunctionDef | None, name: str) -> bool:
-    """Main uses `name`: calls it or passes it as a value (e.g. `key=aux`, `map(aux, xs)`)."""
-    if func is None:
-        return False
-    return any(
-        isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)
-        for node in ast.walk(func)
-    )
-
-
-def ignores_result(func: ast.FunctionDef | None, name: str) -> bool:
-    """Some call `name(...)` is a bare statement, so its value is dropped."""
-    if func is None:
-        return False
-    return any(isinstance(n, ast.Expr) and _is_call_to(n.value, name) for n in ast.walk(func))
-
-
-def _forwards(node: ast.AST | None, names: Sequence[str]) -> bool:
-    """A call of a helper whose arguments are only names or constants (inputs passed through)."""
-    if not any(_is_call_to(node, n) for n in names):
-        return False
-    args = [*node.args, *(k.value for k in node.keywords)]  # type: ignore[union-attr]
-    return all(isinstance(a, ast.Name | ast.Constant) for a in args)
-
-
-def is_thin_wrapper(func: ast.FunctionDef | None, names: Sequence[str]) -> bool:
-    """Main only forwards its inputs to a helper: `return aux(a, b)`, or `x = aux(a)` then `return x`.
-
-    A call whose arguments are computed (`aux(aux(a, b), c)`, `aux(s.lower())`) is real work around
-    the helper, not a wrapper (the same line the scheme classifier draws).
-    """
-    if func is None:
-        return False
-    body = _body_without_docstring(func)
-    if len(body) == 1 and isinstance(body[0], ast.Return):
-        return _forwards(body[0].value, names)
-    if len(body) == 2 and isinstance(body[0], ast.Assign) and isinstance(body[1], ast.Return):
-        (target,) = body[0].targets if len(body[0].targets) == 1 else (None,)
-        ret = body[1].value
-        return (
-            isinstance(target, ast.Name)
-            and _forwards(body[0].value, names)
-            and isinstance(ret, ast.Name)
-            and ret.id == target.id
-        )
-    return False
-
-
 def joint_program(helper_codes: Sequence[str], main_code: str) -> str:
     """The program the tests run: helpers first, then main."""
     parts = [code.strip() for code in (*helper_codes, main_code) if code.strip()]
@@ -167,24 +131,19 @@ def joint_program(helper_codes: Sequence[str], main_code: str) -> str:
 def code_facts(
     helper_codes: Sequence[str], helper_names: Sequence[str], main_code: str, main_name: str
 ) -> CodeFacts:
-    """Static facts about a joint action, from the AST alone."""
-    main_fn = find_function(_parse(main_code), main_name)
-    helpers = []
-    for code, name in zip(helper_codes, helper_names, strict=True):
-        fn = find_function(_parse(code), name)
-        helpers.append(
-            HelperFacts(
-                name=name,
-                defined=returns_value(fn),
-                called=calls_function(main_fn, name),
-                ignored=ignores_result(main_fn, name),
-            )
+    """Static facts about a joint action, from the AST alone (cooperation from `aux_use`)."""
+    helpers = tuple(
+        HelperFacts(
+            name=name,
+            defined=returns_value(find_function(_parse(code), name)),
+            main_use=analyse_aux_use(code, main_code, name, main_name).outcome,
         )
+        for code, name in zip(helper_codes, helper_names, strict=True)
+    )
     return CodeFacts(
-        helpers=tuple(helpers),
-        main_defined=returns_value(main_fn),
+        helpers=helpers,
+        main_defined=returns_value(find_function(_parse(main_code), main_name)),
         parses=_parse(joint_program(helper_codes, main_code)) is not None,
-        thin_wrapper=is_thin_wrapper(main_fn, helper_names),
     )
 
 
@@ -194,7 +153,8 @@ def level_reward(facts: CodeFacts, report: TestReport | None, w: RewardWeights) 
     aux_share = sum(h.defined for h in facts.helpers) / n_helpers
     structure = w.aux_defined * aux_share
     syntax = tests = coop = pass_rate = 0.0
-    calls_share = sum(h.defined and h.called for h in facts.helpers) / n_helpers
+    calls_share = sum(h.called for h in facts.helpers) / n_helpers
+    nontrivial_share = sum(h.nontrivial for h in facts.helpers) / n_helpers
     if facts.main_defined:
         structure += w.main_defined
         if facts.parses:
@@ -203,11 +163,9 @@ def level_reward(facts: CodeFacts, report: TestReport | None, w: RewardWeights) 
                 raise ValueError("a parsing program with a main must have a test report")
             pass_rate = report.pass_rate
             tests = w.tests * pass_rate
-            if report.n_passed > 0 and calls_share > 0:
-                coop += w.coop_call * calls_share
-                if not facts.thin_wrapper:
-                    coop += w.coop_nontrivial * calls_share
-            if any(h.called and h.ignored for h in facts.helpers):
+            if report.n_passed > 0:
+                coop += w.coop_call * calls_share + w.coop_nontrivial * nontrivial_share
+            if any(h.ignored for h in facts.helpers):
                 coop -= w.ignored_penalty
     total = structure + syntax + tests + coop
     return RewardBreakdown(

@@ -1,14 +1,15 @@
-"""Child side of `orchestry.envs.code.sandbox.runner`: runs as pid 1 of fresh pid, mount and network namespaces.
+"""Child side of `orchestry.envs.code.sandbox.runner`: pid 1 of fresh pid, mount and net namespaces.
 
 The parent starts it as ``unshare --net --mount --pid --fork --kill-child --mount-proc
 <base python> -S -s -P -u -B harness.py`` with the job (a marshal'd dict) on stdin and
 a SOCK_SEQPACKET result socket passed as an extra fd. It uses the standard library only: it runs
 on the base interpreter, never on the project's virtual environment (inside the hidden repository).
 
-1. As root, still trusted: read the job, hide the repository and the other secret places under empty
-   tmpfs mounts (binding the interpreter back where it lived under one of them), give the sandbox a
-   private size-capped tmpfs on /tmp and /dev/shm, and remount the root filesystem read-only and
-   nosuid. All of this happens in this mount namespace only.
+1. As root, still trusted: read the job, run the strict operators' source it carries, hide the
+   repository and the other secret places under empty tmpfs mounts (binding the interpreter back
+   where it lived under one of them), give the sandbox a private size-capped tmpfs on /tmp and
+   /dev/shm, and remount the root filesystem read-only and nosuid. All of this happens in this mount
+   namespace only.
 2. Fork the worker. It sets the rlimits, forbids new privileges, drops to the job's unprivileged uid
    and gid, compiles everything, then runs the program, the setup and each test, sending one record
    per outcome on the result socket.
@@ -18,6 +19,16 @@ on the base interpreter, never on the project's virtual environment (inside the 
 Everything the worker needs after untrusted code has started (exec, the socket fd, the nonce, the
 strict comparison helpers, the builtins it calls) is bound to locals and closures before that code
 runs, so patching ``builtins``, ``os`` or ``sys`` from the program cannot change the harness.
+
+Why the strict operators (`strict_operators.py`, the functions hardened tests call in place of ==,
+<, truth tests and arithmetic) are a separate file whose *source* the parent sends in the job,
+rather than a module this script imports: ``-P -s -S`` keep this script's directory, and so the
+package, off sys.path on purpose, and that directory is inside the repository, which step 1 hides.
+An import would need the repository on sys.path and could resolve at any later time, after the
+hiding or after untrusted code ran. The text instead arrives on stdin with the rest of the trusted
+job, read by the parent from next to this script, and `load_strict_operators` runs it before
+anything is hidden or forked: no part of the package is looked up in the filesystem, and every
+function the worker uses is bound before untrusted code starts, as when it all lived here.
 """
 
 from __future__ import annotations
@@ -25,7 +36,6 @@ from __future__ import annotations
 import builtins
 import ctypes
 import marshal
-import operator
 import os
 import resource
 import select
@@ -48,16 +58,6 @@ MS_REMOUNT = 32
 MS_BIND = 4096
 MS_REC = 16384
 PR_SET_NO_NEW_PRIVS = 38
-
-# Names the parent's AST rewrite (orchestry.envs.code.sandbox.runner.harden_snippet) calls; keep both sides in step.
-HELPER_NAMES = (
-    "__sandbox_cmp__",
-    "__sandbox_chain__",
-    "__sandbox_truth__",
-    "__sandbox_binop__",
-    "__sandbox_unary__",
-    "__sandbox_inplace__",
-)
 
 
 class IsolationError(Exception):
@@ -143,196 +143,15 @@ def make_describer() -> Describe:
     return describe
 
 
-def make_strict_helpers() -> dict[str, Callable[..., object]]:
-    """The functions hardened test code calls in place of ==, <, in, truth tests and arithmetic.
+def load_strict_operators(source: str) -> Callable[[], dict[str, Callable[..., object]]]:
+    """Run strict_operators.py's source (sent by the parent) and return its make_strict_helpers.
 
-    A value is *plain* when its exact type (checked by identity, so metaclass tricks cannot pass) is
-    a builtin value type; containers are plain when everything in them is. Operations on anything
-    else raise UntrustedValue, which fails the test: an object cannot pass a test by overriding
-    __eq__, __bool__, __lt__, __sub__, __abs__ and the like.
+    A namespace of its own, as an imported module would have; its filename is not a path, so a
+    traceback never reads a file from the sandbox's /tmp. Called as root, before isolation.
     """
-    _type = type
-    _id = id
-    _len = len
-    _range = range
-    _dict_items = dict.items
-    _type_name = type.__dict__["__name__"].__get__
-    numbers = frozenset(map(id, (int, float, bool, complex)))
-    scalars = numbers | frozenset(map(id, (str, bytes, type(None), range)))
-    sequences = frozenset(map(id, (list, tuple)))
-    sets = frozenset(map(id, (set, frozenset)))
-    dict_id = id(dict)
-    plain_ids = scalars | sequences | sets | {dict_id}
-    # The builtin classes themselves are plain too, so `type(candidate(x)) == int` keeps working:
-    # comparing them is plain identity.
-    type_id = id(type)
-    builtin_classes = frozenset(
-        map(
-            id,
-            (
-                int,
-                float,
-                bool,
-                complex,
-                str,
-                bytes,
-                type(None),
-                range,
-                list,
-                tuple,
-                dict,
-                set,
-                frozenset,
-                type,
-                object,
-            ),
-        )
-    )
-
-    def is_plain(x: object) -> bool:
-        t = _id(_type(x))
-        return t in plain_ids or (t == type_id and _id(x) in builtin_classes)
-
-    class UntrustedValue(Exception):
-        """A test compared, truth-tested or computed with a value of a non-builtin type."""
-
-    def refuse(what: str, value: object) -> UntrustedValue:
-        return UntrustedValue(f"{what} needs builtin values, got {_type_name(_type(value))}")
-
-    def deep_plain(x: object) -> bool:
-        t = _id(_type(x))
-        if t in scalars or (t == type_id and _id(x) in builtin_classes):
-            return True
-        if t in sequences or t in sets:
-            for item in x:
-                if not deep_plain(item):
-                    return False
-            return True
-        if t == dict_id:
-            for key, value in _dict_items(x):
-                if not deep_plain(key) or not deep_plain(value):
-                    return False
-            return True
-        return False
-
-    def equal(a: object, b: object) -> bool:
-        # Both sides are known deep-plain here, so the builtin == only ever runs builtin code; the
-        # explicit walk mirrors Python's rules (1 == 1.0 == True, set == frozenset, nan is nan).
-        ta, tb = _id(_type(a)), _id(_type(b))
-        if ta in numbers and tb in numbers:
-            return a == b
-        if ta in sets and tb in sets:
-            return a == b
-        if ta != tb:
-            return False
-        if ta in sequences:
-            if _len(a) != _len(b):
-                return False
-            for i in _range(_len(a)):
-                x, y = a[i], b[i]
-                if x is not y and not equal(x, y):
-                    return False
-            return True
-        if ta == dict_id:
-            if _len(a) != _len(b):
-                return False
-            for key, value in _dict_items(a):
-                if key not in b:
-                    return False
-                other = b[key]
-                if value is not other and not equal(value, other):
-                    return False
-            return True
-        return a == b
-
-    def check_deep(op: str, *values: object) -> None:
-        for v in values:
-            if not deep_plain(v):
-                raise refuse(f"comparison '{op}'", v)
-
-    ordering = {
-        "<": operator.lt,
-        "<=": operator.le,
-        ">": operator.gt,
-        ">=": operator.ge,
-        "in": lambda a, b: a in b,
-        "not in": lambda a, b: a not in b,
-        "is": operator.is_,
-        "is not": operator.is_not,
-    }
-
-    def compare(op: str, a: object, b: object) -> bool:
-        check_deep(op, a, b)
-        if op == "==":
-            return equal(a, b)
-        if op == "!=":
-            return not equal(a, b)
-        return ordering[op](a, b)
-
-    def chain(left: object, parts: tuple[object, ...]) -> bool:
-        # a < b < c: the comparators arrive as thunks so each is evaluated once and lazily.
-        for i in _range(0, _len(parts), 2):
-            right = parts[i + 1]()
-            if not compare(parts[i], left, right):
-                return False
-            left = right
-        return True
-
-    def truth(value: object) -> object:
-        if not is_plain(value):
-            raise refuse("a truth test", value)
-        return value
-
-    binary = {
-        "+": operator.add,
-        "-": operator.sub,
-        "*": operator.mul,
-        "/": operator.truediv,
-        "//": operator.floordiv,
-        "%": operator.mod,
-        "**": operator.pow,
-        "@": operator.matmul,
-        "<<": operator.lshift,
-        ">>": operator.rshift,
-        "&": operator.and_,
-        "|": operator.or_,
-        "^": operator.xor,
-    }
-    inplace_ops = {
-        "+": operator.iadd,
-        "-": operator.isub,
-        "*": operator.imul,
-        "/": operator.itruediv,
-        "//": operator.ifloordiv,
-        "%": operator.imod,
-        "**": operator.ipow,
-        "@": operator.imatmul,
-        "<<": operator.ilshift,
-        ">>": operator.irshift,
-        "&": operator.iand,
-        "|": operator.ior,
-        "^": operator.ixor,
-    }
-    unary_ops = {"-": operator.neg, "+": operator.pos, "~": operator.invert}
-
-    def binop(op: str, a: object, b: object) -> object:
-        truth_free_check(op, a, b)
-        return binary[op](a, b)
-
-    def inplace(op: str, a: object, b: object) -> object:
-        truth_free_check(op + "=", a, b)
-        return inplace_ops[op](a, b)
-
-    def unary(op: str, a: object) -> object:
-        truth_free_check(op, a)
-        return unary_ops[op](a)
-
-    def truth_free_check(op: str, *values: object) -> None:
-        for v in values:
-            if not is_plain(v):
-                raise refuse(f"operator '{op}'", v)
-
-    return dict(zip(HELPER_NAMES, (compare, chain, truth, binop, unary, inplace), strict=True))
+    namespace: dict[str, object] = {"__name__": "strict_operators"}
+    exec(compile(source, "<strict_operators>", "exec", dont_inherit=True), namespace)
+    return namespace["make_strict_helpers"]
 
 
 def run_tests(
@@ -469,6 +288,7 @@ def main() -> None:
     job = marshal.loads(sys.stdin.buffer.read())
     send = make_sender(job.pop("result_fd"), job.pop("nonce").encode())
     describe = make_describer()
+    make_strict_helpers = load_strict_operators(job.pop("strict_operators"))
     try:
         isolate_filesystem(job["hidden"], job["keep"], job["uid"], job["tmp_mb"])
     except (IsolationError, OSError) as exc:

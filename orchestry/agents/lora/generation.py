@@ -1,0 +1,130 @@
+"""Batched generation for `TeamPolicy`: one `generate` call over the rows of one base model.
+
+`TeamPolicy.generate` (orchestry/agents/lora/team.py) groups the requests by base model (and, on
+the fast path, by adapter) and hands each group to `generate_group`. The eager path prefills each
+shared prompt prefix once (orchestry/agents/lora/kv_prefix.py) and routes rows of several adapters
+through their own adapter in the same forward pass (orchestry/agents/lora/stacked_lora.py); the fast
+path left-pads the prompts into a static KV cache (which `transformers` compiles with
+`torch.compile`), one adapter per call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import torch
+from transformers import GenerationConfig, LogitsProcessorList
+
+from orchestry.agents.base import Generation, GenRequest, SamplingSpec
+from orchestry.agents.lora.head_sampler import HeadSampler
+from orchestry.agents.lora.kv_prefix import cache_argument, pad_rows, plan_prefixes, prefill
+from orchestry.agents.lora.stacked_lora import stacked_lora
+
+if TYPE_CHECKING:
+    from orchestry.agents.lora.team import LoadedBase
+
+STATIC_PROMPT_BUCKET = 64
+"""Fast path: prompts are left-padded to a multiple of this, so the static cache has few shapes."""
+
+
+def generate_group(
+    base: LoadedBase,
+    requests: Sequence[GenRequest],
+    prompts: list[list[int]],
+    group: list[int],
+    adapter_of: Mapping[str, str],
+    activate: Callable[[str], None],
+    sampling: SamplingSpec,
+    static: bool,
+) -> list[Generation]:
+    """The generations of `requests[i]` for i in `group`, all from one `generate` call on `base`.
+
+    `adapter_of` maps an agent to its adapter name; `activate(adapter)` makes that adapter the
+    active one of `base` (used when every row of the group has the same adapter). static=True is
+    the fast path (static cache), static=False the eager path (shared-prefix prefill).
+    """
+    rows = [prompts[i] for i in group for _ in range(requests[i].n)]
+    adapters = [adapter_of[requests[i].agent] for i in group for _ in range(requests[i].n)]
+    pad = base.tokenizer.pad_token_id
+    kwargs: dict[str, object] = {}
+    # rows of several adapters: each row through its own (orchestry/agents/lora/stacked_lora.py)
+    route = (lambda names: stacked_lora(base.model, names)) if len(set(adapters)) > 1 else None
+    if route is None:
+        activate(adapters[0])
+    base.model.eval()
+    config, warpers = _generation_config(base, sampling, static)
+    _synchronize(base.device)
+    start = time.perf_counter()
+    if static:
+        width = -(-max(map(len, rows)) // STATIC_PROMPT_BUCKET) * STATIC_PROMPT_BUCKET
+        input_ids, attention_mask = pad_rows(rows, width, pad, base.device)
+    else:  # eager: prefill each shared prompt prefix once (orchestry/agents/lora/kv_prefix.py)
+        plan = plan_prefixes(rows, adapters, sampling.max_new_tokens)
+        input_ids, attention_mask, kwargs[cache_argument(base.model)] = prefill(
+            base.model, plan, pad, base.device, sampling.max_new_tokens, route
+        )
+        width = input_ids.shape[1]
+    with torch.no_grad(), route(adapters) if route else contextlib.nullcontext():
+        out = base.model.generate(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            generation_config=config,
+            logits_processor=warpers,
+            **kwargs,
+        )
+    _synchronize(base.device)
+    seconds = time.perf_counter() - start
+    new = out[:, width:].tolist()
+    generations, row = [], 0
+    for i in group:
+        ids = [_cut_at_stop(new[row + k], base.stop_ids) for k in range(requests[i].n)]
+        row += requests[i].n
+        texts = base.tokenizer.batch_decode(ids, skip_special_tokens=True)
+        generations.append(
+            Generation(
+                agent=requests[i].agent,
+                texts=texts,
+                token_ids=ids,
+                prompt_ids=prompts[i],
+                seconds=seconds,
+                new_tokens=sum(map(len, ids)),
+            )
+        )
+    return generations
+
+
+def _generation_config(
+    base: LoadedBase, sampling: SamplingSpec, static: bool
+) -> tuple[GenerationConfig, LogitsProcessorList]:
+    """The generate settings and the logits processors.
+
+    Sampling is done by our `HeadSampler` (orchestry/agents/lora/head_sampler.py), which leaves only the drawn
+    token finite; transformers then runs in greedy mode and picks it.
+    """
+    config = GenerationConfig(
+        max_new_tokens=sampling.max_new_tokens,
+        min_new_tokens=sampling.min_new_tokens,
+        do_sample=False,
+        pad_token_id=base.tokenizer.pad_token_id,
+        eos_token_id=sorted(base.stop_ids),
+        cache_implementation="static" if static else None,
+    )
+    warpers = LogitsProcessorList()
+    if sampling.do_sample:
+        warpers.append(HeadSampler(sampling.temperature, sampling.top_k, sampling.top_p))
+    return config, warpers
+
+
+def _cut_at_stop(ids: list[int], stop_ids: set[int]) -> list[int]:
+    for k, token in enumerate(ids):
+        if token in stop_ids:
+            return ids[: k + 1]
+    return ids
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

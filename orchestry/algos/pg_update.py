@@ -1,0 +1,172 @@
+"""One policy-gradient step per adapter: micro-batches, the MAGRPO loss, optional KL, clip, schedule.
+
+Each agent's adapter is stepped on its own completions, -A * log pi (`magrpo.policy_loss`), averaged
+over all of that adapter's rows of the step; with a shared adapter one optimizer sees every agent's
+rows. Rows whose advantage is 0 carry no policy gradient and are skipped (unless the KL term is on).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import torch
+
+from orchestry.algos.magrpo import Row, kl_k3, policy_loss
+
+
+class TrainingFailed(RuntimeError):
+    """The loss went non-finite or training made no progress it should have."""
+
+
+class Trainable(Protocol):
+    """What the update needs of a policy (the LoRA team implements it)."""
+
+    def trainable_parameters(self, agent: str) -> list[torch.nn.Parameter]: ...
+
+    def token_logprobs(
+        self,
+        agent: str,
+        prompts: Sequence[list[int]],
+        completions: Sequence[list[int]],
+        grad: bool = ...,
+        reference: bool = ...,
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+@dataclass(frozen=True)
+class OptimizerSettings:
+    lr: float
+    weight_decay: float
+    schedule: Literal["constant", "linear", "cosine"]
+    warmup_steps: int
+
+
+@dataclass(frozen=True)
+class UpdateSettings:
+    logprob_reduction: Literal["sum", "token_mean"]
+    kl_coef: float
+    grad_clip: float
+    microbatch: int
+    shared_adapter: bool
+
+
+def lr_lambda(schedule: str, warmup: int, total: int) -> Callable[[int], float]:
+    """Linear warm-up, then constant / linear decay / cosine decay to zero at `total` steps."""
+
+    def factor(step: int) -> float:
+        if warmup and step < warmup:
+            return (step + 1) / warmup
+        if schedule == "constant" or total <= warmup:
+            return 1.0
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        return (
+            1.0 - progress if schedule == "linear" else 0.5 * (1.0 + math.cos(math.pi * progress))
+        )
+
+    return factor
+
+
+@dataclass
+class Optimizers:
+    """One AdamW + scheduler per trained adapter (one in total with a shared adapter)."""
+
+    optimizers: dict[str, torch.optim.Optimizer]
+    schedulers: dict[str, torch.optim.lr_scheduler.LambdaLR]
+
+    @classmethod
+    def create(
+        cls,
+        policy: Trainable,
+        agents: Sequence[str],
+        shared: bool,
+        settings: OptimizerSettings,
+        total: int,
+    ) -> Optimizers:
+        owners = list(agents[:1] if shared else agents)
+        opts = {
+            a: torch.optim.AdamW(
+                policy.trainable_parameters(a), lr=settings.lr, weight_decay=settings.weight_decay
+            )
+            for a in owners
+        }
+        scheds = {
+            a: torch.optim.lr_scheduler.LambdaLR(
+                o, lr_lambda(settings.schedule, settings.warmup_steps, total)
+            )
+            for a, o in opts.items()
+        }
+        return cls(opts, scheds)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "optimizers": {a: o.state_dict() for a, o in self.optimizers.items()},
+            "schedulers": {a: s.state_dict() for a, s in self.schedulers.items()},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for a, o in self.optimizers.items():
+            o.load_state_dict(state["optimizers"][a])
+        for a, s in self.schedulers.items():
+            s.load_state_dict(state["schedulers"][a])
+
+
+def update_agents(
+    policy: Trainable,
+    opts: Optimizers,
+    rows: dict[str, list[Row]],
+    settings: UpdateSettings,
+) -> dict[str, float]:
+    """One optimizer step per adapter on -A * log pi; rows with A == 0 or no tokens carry no gradient."""
+    stats: dict[str, float] = {}
+    for owner, opt in opts.optimizers.items():
+        agents = list(rows) if settings.shared_adapter else [owner]
+        opt.zero_grad(set_to_none=True)
+        n_rows = sum(len(rows.get(a, [])) for a in agents)
+        loss_total, kl_total, kl_rows = 0.0, 0.0, 0
+        for agent in agents:
+            # rows with A == 0 carry no policy gradient; with the KL term every row counts
+            live = [
+                r
+                for r in rows.get(agent, [])
+                if len(r[1]) > 0 and (r[2] != 0.0 or settings.kl_coef > 0)
+            ]
+            for i in range(0, len(live), settings.microbatch):
+                chunk = live[i : i + settings.microbatch]
+                prompts, completions = [r[0] for r in chunk], [r[1] for r in chunk]
+                tok_logp, mask = policy.token_logprobs(agent, prompts, completions, grad=True)
+                adv = torch.tensor(
+                    [r[2] for r in chunk], dtype=tok_logp.dtype, device=tok_logp.device
+                )
+                # policy_loss averages over the chunk; rescale so the step averages over all n_rows
+                share = len(chunk) / max(1, n_rows)
+                loss = (
+                    policy_loss(adv, tok_logp.sum(-1), mask.sum(-1), settings.logprob_reduction)
+                    * share
+                )
+                if settings.kl_coef > 0:
+                    with torch.no_grad():
+                        ref_logp, _ = policy.token_logprobs(
+                            agent, prompts, completions, grad=False, reference=True
+                        )
+                    kl = kl_k3(tok_logp, ref_logp, mask)
+                    loss = loss + settings.kl_coef * kl.mean() * share
+                    kl_total += kl.sum().item()
+                    kl_rows += len(chunk)
+                if not torch.isfinite(loss):
+                    raise TrainingFailed(f"non-finite loss for agent {agent}: {loss.item()}")
+                loss.backward()
+                loss_total += loss.item()
+        params_list = [p for p in opt.param_groups[0]["params"]]
+        grad_norm = torch.nn.utils.clip_grad_norm_(params_list, settings.grad_clip).item()
+        if not math.isfinite(grad_norm):
+            raise TrainingFailed(f"non-finite gradient norm for adapter {owner}")
+        opt.step()
+        opts.schedulers[owner].step()
+        stats[f"loss/{owner}"] = loss_total
+        stats[f"grad_norm/{owner}"] = grad_norm
+        if settings.kl_coef > 0:
+            stats[f"kl/{owner}"] = kl_total / max(1, kl_rows)
+    return stats

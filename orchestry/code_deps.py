@@ -1,0 +1,79 @@
+"""Each stage's code dependencies: the import closure of its module, read statically.
+
+A stage must rerun when any code it can execute changes, including modules imported lazily inside a
+function (the Claude agents behind `evaluate.backend: claude`) and files run by path (the sandbox's
+child side). The Snakemake rules take their code inputs from `stage_code(name)`; dvc.yaml lists the
+same files, and tests/test_architecture.py fails when the two drift.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = "orchestry"
+ROOT = Path(__file__).resolve().parent.parent
+STAGES = ("prepare", "smoke", "train", "baseline", "evaluate", "schemes", "figures")
+# Modules that run other files of the package by path rather than importing them.
+READ_AS_FILES = {
+    "orchestry.envs.code.sandbox.isolation": (
+        "orchestry.envs.code.sandbox.harness",
+        "orchestry.envs.code.sandbox.strict_operators",
+    ),
+}
+
+
+def module_file(module: str) -> Path | None:
+    """The source file of a package module (a package's __init__.py), or None if not ours."""
+    base = ROOT / Path(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _imported(module: str, tree: ast.Module) -> set[str]:
+    """Modules of ours that a module imports anywhere (module level or inside functions)."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # `from pkg import name`: name may be a submodule or an attribute of pkg
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        else:
+            continue
+        found |= {n for n in names if n.split(".")[0] == PACKAGE and module_file(n)}
+    return found | set(READ_AS_FILES.get(module, ()))
+
+
+def _with_parents(module: str) -> list[str]:
+    """Importing a.b.c runs a/__init__.py and a/b/__init__.py first."""
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def import_closure(*roots: str) -> set[str]:
+    """Every module of ours that importing `roots` can execute."""
+    seen: set[str] = set()
+    todo = [m for r in roots for m in _with_parents(r)]
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        path = module_file(module)
+        if path is None:
+            raise ValueError(f"{module} is not a module of {PACKAGE}")
+        for dep in _imported(module, ast.parse(path.read_text(), str(path))):
+            todo.extend(_with_parents(dep))
+    return seen
+
+
+def stage_code(stage: str) -> list[str]:
+    """The source files (relative to the project root) that `python -m orchestry <stage>` runs."""
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}; stages are {', '.join(STAGES)}")
+    closure = import_closure(f"{PACKAGE}.__main__", f"{PACKAGE}.stages.{stage}")
+    files = {module_file(m) for m in closure}
+    return sorted(str(f.relative_to(ROOT)) for f in files if f is not None)

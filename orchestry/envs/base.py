@@ -1,0 +1,145 @@
+"""The environment contract: what a team works on, seen only through these members.
+
+The rollout tree (`algos/tree.py`) and the evaluation protocols (`eval/protocols.py`) drive any
+environment through `Env`; a new task (a story, a code review) is a new folder under `envs/` with a
+class that has these members and passes `check_env` (tests/envs/test_contract.py runs it for every
+environment).
+
+An episode is stateless from the environment's side: an agent's observation is rebuilt from the task
+and the agent's own `history` (its earlier answers, each with the feedback it got), so the tree can
+branch any node without copying environment state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+Messages = list[dict[str, str]]
+"""Chat messages: dicts with `role` (system/user/assistant) and `content`."""
+
+
+@dataclass(frozen=True)
+class Roles:
+    """Agent names: the helpers (in the task's order) and the main agent, who integrates (last)."""
+
+    helpers: tuple[str, ...]
+    main: str
+
+    @classmethod
+    def from_agents(cls, agents: Sequence[str]) -> Roles:
+        return cls(helpers=tuple(agents[:-1]), main=agents[-1])
+
+    @property
+    def agents(self) -> tuple[str, ...]:
+        return (*self.helpers, self.main)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One earlier turn of an agent: what it answered and the feedback it received."""
+
+    response: str
+    feedback: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The environment's verdict on one joint action."""
+
+    total: float
+    """The scalar reward the team is trained on."""
+    metrics: dict[str, float]
+    """Numbers training logs per step (averaged over the step's first-turn joint actions)."""
+    record: dict[str, Any]
+    """JSON-able facts kept with the sample in rollouts and generations (metrics read these)."""
+    notes: str = ""
+    """What went right and wrong, in words: the base of `feedback`."""
+    detail: Any = field(default=None, compare=False, repr=False)
+    """Anything else the environment keeps for itself (e.g. the sandbox report)."""
+
+
+class Env(Protocol):
+    """A cooperative task for a team of agents (a Dec-POMDP seen through chat)."""
+
+    roles: Roles
+
+    def observe(self, task: Any, agent: str, history: Sequence[Turn] = ()) -> Messages:
+        """The agent's observation of `task` after its earlier turns."""
+        ...
+
+    def act(self, task: Any, agent: str, text: str) -> str:
+        """The action an agent's completion amounts to (e.g. the code extracted from it)."""
+        ...
+
+    def score(self, batch: Sequence[tuple[Any, Mapping[str, str]]]) -> list[Outcome]:
+        """Outcomes of many joint actions: (task, action by agent) each, scored in one batch."""
+        ...
+
+    def feedback(self, outcome: Outcome, agent: str, advice: str | None = None) -> str:
+        """The message that opens the agent's next turn (`advice`: an expert's note, if any)."""
+        ...
+
+
+class BaselineEnv(Env, Protocol):
+    """An `Env` that also offers the views the paper's baselines need (eval/protocols.py)."""
+
+    def solo_observe(self, task: Any) -> Messages:
+        """One model alone is given the whole task (single-model baseline)."""
+        ...
+
+    def solo_act(self, task: Any, text: str) -> dict[str, str]:
+        """A lone model's completion as the team's joint action."""
+        ...
+
+    def observe_after_helpers(self, task: Any, helper_actions: Mapping[str, str]) -> Messages:
+        """Main's first observation with the helpers' finished actions shown (sequential)."""
+        ...
+
+    def teammates_feedback(self, actions: Mapping[str, str], agent: str) -> str:
+        """The message showing an agent its teammates' answers (one round of discussion)."""
+        ...
+
+
+def check_env(env: Env, task: Any, texts: Mapping[str, str]) -> list[Outcome]:
+    """The contract every environment passes (with the agents' raw `texts` for one joint action).
+
+    Observations are well-formed chats that grow with history, actions are strings, scores come
+    back one per joint action with a finite total and JSON-able records, and feedback is text.
+    Raises AssertionError naming the member that broke the contract; returns the outcomes.
+    """
+    import json
+    import math
+
+    agents = env.roles.agents
+    assert len(set(agents)) == len(agents) >= 2, f"roles: need >= 2 distinct agents, got {agents}"
+    assert set(texts) == set(agents), f"texts must name every agent {agents}"
+    actions = {}
+    for agent in agents:
+        first = env.observe(task, agent)
+        assert first and all(m.get("role") in {"system", "user", "assistant"} for m in first), (
+            f"observe: {agent}'s first observation is not a chat"
+        )
+        assert first[-1]["role"] == "user", (
+            f"observe: {agent}'s observation must end with a user turn"
+        )
+        actions[agent] = env.act(task, agent, texts[agent])
+        assert isinstance(actions[agent], str), f"act: {agent}'s action is not a string"
+    outcomes = env.score([(task, actions), (task, {a: "" for a in agents})])
+    assert len(outcomes) == 2, f"score: 2 joint actions gave {len(outcomes)} outcomes"
+    for out in outcomes:
+        assert math.isfinite(out.total), f"score: total {out.total} is not finite"
+        assert all(math.isfinite(v) for v in out.metrics.values()), "score: non-finite metric"
+        json.dumps(out.record)  # raises when a record is not JSON-able
+    for agent in agents:
+        text = env.feedback(outcomes[0], agent)
+        assert isinstance(text, str) and text, f"feedback: empty feedback for {agent}"
+        later = env.observe(task, agent, [Turn(texts[agent], text)])
+        assert later[: len(env.observe(task, agent))] == env.observe(task, agent), (
+            "observe: a later observation must extend the first"
+        )
+        assert later[-1] == {"role": "user", "content": text}, (
+            "observe: the feedback must open the next turn"
+        )
+    return outcomes

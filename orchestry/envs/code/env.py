@@ -1,0 +1,125 @@
+"""The paper's code task as an `Env`: helpers write `aux`, main writes the entry point, tests judge.
+
+Observations are the prompts of `prompts.py`, actions the code `extract.py` reads out of a completion,
+scores the level reward of `reward.py` with the programs run in the sandbox, feedback the sandbox's
+diagnostics in words. The baselines' extra views (one model alone, teammates' code shown) are here
+too, so the protocols never build a code prompt themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from orchestry.envs.base import Messages, Outcome, Roles, Turn
+from orchestry.envs.code import prompts
+from orchestry.envs.code.extract import agent_code, extract_code
+from orchestry.envs.code.problems import Problem
+from orchestry.envs.code.reward import (
+    JointAction,
+    RewardBreakdown,
+    RewardWeights,
+    score_joint_actions,
+)
+from orchestry.envs.code.sandbox import SandboxLimits, TestReport
+
+FEEDBACK_MODES = ("level_feedback", "plain", "expert_edits")
+
+
+class CodeEnv:
+    """Cooperative function writing (MAGRPO's aux/main task) with sandboxed tests."""
+
+    def __init__(
+        self,
+        roles: Roles,
+        weights: RewardWeights,
+        limits: SandboxLimits,
+        workers: int,
+        feedback_mode: str | None = None,
+    ) -> None:
+        """`feedback_mode` None: an env for single-turn evaluation, which never gives feedback."""
+        if feedback_mode is not None and feedback_mode not in FEEDBACK_MODES:
+            raise ValueError(
+                f"unknown feedback mode {feedback_mode!r}; use {', '.join(FEEDBACK_MODES)}"
+            )
+        self.roles, self.weights, self.limits, self.workers = roles, weights, limits, workers
+        self.feedback_mode = feedback_mode
+
+    # ------------------------------------------------------------------ the contract
+    def observe(self, task: Problem, agent: str, history: Sequence[Turn] = ()) -> Messages:
+        messages = prompts.initial_messages(task, self.roles, agent)
+        for turn in history:
+            messages = [
+                *messages,
+                {"role": "assistant", "content": turn.response},
+                {"role": "user", "content": turn.feedback},
+            ]
+        return messages
+
+    def act(self, task: Problem, agent: str, text: str) -> str:
+        return agent_code(text, task, self.roles, agent)
+
+    def score(self, batch: Sequence[tuple[Problem, Mapping[str, str]]]) -> list[Outcome]:
+        actions = [
+            JointAction(p, tuple(code[a] for a in self.roles.helpers), code[self.roles.main])
+            for p, code in batch
+        ]
+        scored = score_joint_actions(actions, self.weights, self.limits, self.workers)
+        return [
+            self._outcome(action, reward, report)
+            for action, (reward, report) in zip(actions, scored, strict=True)
+        ]
+
+    def feedback(self, outcome: Outcome, agent: str, advice: str | None = None) -> str:
+        if self.feedback_mode is None:
+            raise ValueError("this code env was built without a feedback mode (train.feedback)")
+        return prompts.feedback_message(self.feedback_mode, outcome.notes, advice)
+
+    # ------------------------------------------------------------------ the baselines' views
+    def solo_observe(self, task: Problem) -> Messages:
+        """One model alone writes the whole entry point (the single-model baseline)."""
+        return prompts.single_messages(task)
+
+    def solo_act(self, task: Problem, text: str) -> dict[str, str]:
+        """A lone model's completion as the team's joint action: its program in main's place."""
+        code = extract_code(text, keep=[task.main.name])
+        return {**{a: "" for a in self.roles.helpers}, self.roles.main: code}
+
+    def observe_after_helpers(self, task: Problem, helper_actions: Mapping[str, str]) -> Messages:
+        """Main's first observation with the helpers' finished code shown (sequential pipeline)."""
+        messages = self.observe(task, self.roles.main)
+        note = prompts.teammates_done_note(dict(helper_actions))
+        last = messages[-1]
+        return [*messages[:-1], {"role": last["role"], "content": f"{last['content']}\n\n{note}"}]
+
+    def teammates_feedback(self, actions: Mapping[str, str], agent: str) -> str:
+        """The discussion round's message: the other agents' answers, and a request to revise."""
+        return prompts.teammates_answer_note({b: c for b, c in actions.items() if b != agent})
+
+    # ------------------------------------------------------------------ scoring details
+    def _outcome(
+        self, action: JointAction, reward: RewardBreakdown, report: TestReport | None
+    ) -> Outcome:
+        problem = action.problem
+        metrics = {
+            "reward/structure": reward.structure,
+            "reward/syntax": reward.syntax,
+            "reward/tests": reward.tests,
+            "reward/cooperation": reward.cooperation,
+            "reward/total": reward.total,
+            "pass_rate": reward.pass_rate,
+            # the paper's coop metric: main calls aux in a program that passes at least one test
+            "coop_rate": float(reward.main_calls_aux and reward.pass_rate > 0),
+        }
+        record = {
+            "helper_names": [h.name for h in problem.helpers],
+            "main_name": problem.main.name,
+            "program": action.program(),
+            "reward": reward.to_dict(),
+            "main_defined": action.facts().main_defined,
+            "correct": bool(report is not None and report.passed and all(report.passed)),
+            "n_passed": report.n_passed if report else 0,
+            "n_tests": len(problem.tests),
+            "first_failure": report.first_failure if report else None,
+        }
+        notes = prompts.diagnostics(problem, reward, report, action.main_code)
+        return Outcome(reward.total, metrics, record, notes, detail=report)

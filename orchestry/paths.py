@@ -1,0 +1,56 @@
+"""Every pipeline path, once, relative to the project root (where dvc and snakemake run).
+
+dvc.yaml and workflow/rules/*.smk name the same files; tests/stages/test_pipeline.py checks that each
+stage's declared outputs are the paths here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# problem sets in the repository, and the prepared splits
+PROBLEM_DIRS = {"coop": Path("data/coop"), "coop3": Path("data/coop3")}
+PREPARED = Path("data/prepared")
+PREPARED_SUMMARY = PREPARED / "summary.json"
+
+
+def split(name: str) -> Path:
+    """A prepared split: `train` or `test`."""
+    return PREPARED / f"{name}.jsonl"
+
+
+# stage outputs
+SMOKE = Path("results/smoke/smoke.json")
+TRAIN = Path("results/train")
+ADAPTERS = TRAIN / "adapters"
+ROLLOUTS = TRAIN / "rollouts.jsonl"
+HISTORY = TRAIN / "history.csv"
+TRAIN_METRICS = TRAIN / "metrics.json"
+TRAIN_LIVE = TRAIN / "live"
+BASELINES = Path("results/baselines")
+EVALUATE = Path("results/evaluate")
+SCHEMES = Path("results/schemes")
+REPORTS = Path("reports")
+FIGURES = REPORTS / "figures"
+RESULTS_MD = REPORTS / "results.md"
+COMPARISON_CSV = REPORTS / "comparison.csv"
+SEED_RUNS = REPORTS / "seed_runs"
+
+
+def method_dir(method: str) -> Path:
+    """Outputs of one evaluated method: a baseline's name, or `magrpo` for the trained team."""
+    return EVALUATE if method == "magrpo" else BASELINES / method
+
+
+def generations(method: str) -> Path:
+    return method_dir(method) / "generations.jsonl"
+
+
+def metrics(method: str) -> Path:
+    return method_dir(method) / "metrics.json"
+
+
+# caches (not outputs: safe to delete)
+CHECKPOINTS = Path("cache/checkpoints")
+ANTHROPIC_CACHE = Path("cache/anthropic")
+PARAMS_SCHEMA = Path("workflow/schemas/params.schema.json")

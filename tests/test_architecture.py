@@ -1,0 +1,61 @@
+"""The house rules of shared/ARCHITECTURE.md: import contracts, module size, stage code dependencies."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_pipeline import dvc_stages
+
+from orchestry import code_deps
+from orchestry.envs.code.sandbox import isolation
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_LINES = 400
+
+
+def test_import_contracts_hold():
+    """layers, Params only in stages/cli, no torch in envs (pyproject.toml [tool.importlinter])."""
+    lint = Path(sys.executable).with_name("lint-imports")
+    proc = subprocess.run(
+        [str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "0 broken" in proc.stdout
+
+
+def test_no_module_over_400_lines():
+    big = {
+        str(p.relative_to(ROOT)): n
+        for p in sorted((ROOT / "orchestry").rglob("*.py"))
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert not big, f"modules over {MAX_LINES} lines: {big}"
+
+
+def test_closure_follows_lazy_imports_and_files_run_by_path():
+    baseline = set(code_deps.stage_code("baseline"))
+    # the Claude agents are imported inside a function, only with evaluate.backend: claude
+    assert any(f.startswith("orchestry/agents/claude/") for f in baseline)
+    # the sandbox's child side is run by path, never imported
+    assert {str(p.relative_to(ROOT)) for p in isolation.CHILD_FILES} <= set(
+        code_deps.stage_code("train")
+    )
+    assert not any("torch" in f or "agents/" in f for f in code_deps.stage_code("figures"))
+
+
+def test_files_read_as_code_are_the_sandbox_child_files():
+    declared = code_deps.READ_AS_FILES["orchestry.envs.code.sandbox.isolation"]
+    assert {code_deps.module_file(m) for m in declared} == set(isolation.CHILD_FILES)
+
+
+@pytest.mark.parametrize("stage", list(dvc_stages()))
+def test_dvc_deps_cover_the_stage_import_closure(stage):
+    """dvc.yaml lists exactly the code a stage runs (Snakemake's rules take `stage_code`)."""
+    declared = {d for d in dvc_stages()[stage]["deps"] if d.startswith("orchestry/")}
+    needed = set(code_deps.stage_code(stage.split("@")[0]))
+    missing, extra = sorted(needed - declared), sorted(declared - needed)
+    assert not missing and not extra, (
+        f"dvc.yaml stage {stage}: add {missing}, remove {extra} (the import closure of "
+        f"orchestry/stages/{stage.split('@')[0]}.py)"
+    )
