@@ -1,0 +1,1 @@
+"""Analysis of what the team wrote: the cooperation-scheme classifier."""

@@ -1,0 +1,1 @@
+"""One module per pipeline stage (file name = stage name) and the params -> objects wiring."""

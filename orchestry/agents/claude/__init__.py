@@ -1,0 +1,1 @@
+"""Claude through the Anthropic API: the client, API agents and critics (expert edits, judge)."""
