@@ -2,12 +2,18 @@
 
 pass@k uses the unbiased estimator of Chen et al. (2021): 1 - C(n-c, k) / C(n, k) for a problem with n
 samples of which c pass every test; 95% confidence intervals come from a bootstrap over problems.
+
+Besides the team's results, each role is measured on its own (`RATES`, from the row records that
+envs/code/role_checks.py fills): does the helper define aux, is aux right on its derived unit tests,
+does main call aux (and use its value), would main be right with the reference aux. A rate is a mean
+over problems of the per-problem mean; where a row has no value (n/a, e.g. HumanEval has no reference
+aux) it is left out, and a rate with no value at all is null.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from math import comb
 from typing import Any
 
@@ -44,6 +50,33 @@ def bootstrap_ci(values: Sequence[float], resamples: int, seed: int) -> tuple[fl
     return float(lo), float(hi)
 
 
+def _float(value: object) -> float | None:
+    return None if value is None else float(value)  # type: ignore[arg-type]
+
+
+RATES: dict[str, Callable[[dict[str, Any]], float | None]] = {
+    # the paper's coop metric: main calls aux and uses its value, in a program passing >= 1 test
+    "coop_rate": lambda r: float(r["reward"]["main_calls_aux"] and r["reward"]["pass_rate"] > 0),
+    "test_pass_rate": lambda r: r["reward"]["pass_rate"],
+    "aux_defined_rate": lambda r: _float(r.get("aux_defined")),
+    "aux_correct_rate": lambda r: _float(r.get("aux_correct")),
+    "main_calls_aux_rate": lambda r: float(r["reward"]["main_calls_aux"]),
+    "main_correct_ref_aux_rate": lambda r: _float(r.get("main_correct_ref_aux")),
+}
+
+
+def problem_rates(
+    by_problem: dict[str, list[dict[str, Any]]], value: Callable[[dict[str, Any]], float | None]
+) -> list[float]:
+    """Per problem, the mean of `value` over its rows that have one (problems with none: left out)."""
+    out = []
+    for rows in by_problem.values():
+        vals = [v for v in map(value, rows) if v is not None]
+        if vals:
+            out.append(float(np.mean(vals)))
+    return out
+
+
 def compute_metrics(
     rows: Sequence[dict[str, Any]], ks: Sequence[int], resamples: int, seed: int
 ) -> dict[str, Any]:
@@ -77,10 +110,12 @@ def compute_metrics(
         np.mean([r["reward"]["structure"] > 0 and r["main_defined"] for r in rows])
     )
     out["syntax_rate"] = float(np.mean([r["reward"]["syntax"] > 0 for r in rows]))
-    out["test_pass_rate"] = float(np.mean([r["reward"]["pass_rate"] for r in rows]))
-    out["coop_rate"] = float(
-        np.mean([r["reward"]["main_calls_aux"] and r["reward"]["pass_rate"] > 0 for r in rows])
-    )
+    for name, value in RATES.items():
+        per_problem = problem_rates(by_problem, value)
+        out[name] = float(np.mean(per_problem)) if per_problem else None
+        out[f"{name}_ci95"] = (
+            list(bootstrap_ci(per_problem, resamples, seed)) if per_problem else None
+        )
     seconds = sum(r["seconds"] for r in rows)
     tokens = sum(r["new_tokens"] for r in rows)
     out["response_seconds_mean"] = seconds / len(rows)

@@ -77,15 +77,7 @@ def sampling_spec(params: Params) -> SamplingSpec:
 
 
 def sandbox_limits(params: Params) -> SandboxLimits:
-    s = params.sandbox
-    return SandboxLimits(
-        timeout_s=s.timeout_s,
-        cpu_s=s.cpu_s,
-        memory_mb=s.memory_mb,
-        max_processes=s.max_processes,
-        max_file_mb=s.max_file_mb,
-        max_output_kb=s.max_output_kb,
-    )
+    return SandboxLimits(**params.sandbox.model_dump(exclude={"workers"}))
 
 
 def rollout_settings(params: Params) -> RolloutSettings:

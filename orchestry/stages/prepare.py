@@ -1,4 +1,8 @@
-"""Stage `prepare`: the train and test problem splits from the configured problem sets."""
+"""Stage `prepare`: the train and test problem splits from the configured problem sets.
+
+Each helper with a reference gets unit tests derived from a recorded run of the reference program in
+the sandbox (envs/code/unit_tests.py), so "is aux right on its own" can be measured later.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ from orchestry.envs.code.problems import (
     problem_to_dict,
     split_problems,
 )
+from orchestry.envs.code.sandbox import SandboxLimits
+from orchestry.envs.code.unit_tests import with_helper_tests
 from orchestry.params import Params
 
 
@@ -33,6 +39,11 @@ def run(params: Params) -> None:
         summary[name] = {"available": len(problems), "train": len(tr), "test": len(te)}
     if not train and not test:
         raise ValueError("prepare.sets selects no problems; give some set n_train or n_test > 0")
+    # the sandbox section as limits (stages/from_params.py would pull the model stack into prepare)
+    limits = SandboxLimits(**params.sandbox.model_dump(exclude={"workers"}))
+    workers = params.sandbox.workers
+    train = with_helper_tests(train, limits, workers)
+    test = with_helper_tests(test, limits, workers)
     io.write_jsonl(paths.split("train"), [problem_to_dict(p) for p in train])
     io.write_jsonl(paths.split("test"), [problem_to_dict(p) for p in test])
     io.write_json(paths.PREPARED_SUMMARY, {"seed": params.seed, "sets": summary})

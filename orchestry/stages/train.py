@@ -56,8 +56,11 @@ def step_metrics(ro: Rollout, turns: int) -> dict[str, float]:
         out[f"turn{turn}/return_mean"] = float(rets.mean())
         out[f"turn{turn}/return_std"] = float(rets.std())
     first = [n for n in ro.nodes if n.turn == 1]
-    for key in first[0].outcome.metrics:
-        out[key] = float(np.mean([n.outcome.metrics[key] for n in first]))
+    keys = dict.fromkeys(k for n in first for k in n.outcome.metrics)  # a key may be n/a for some
+    for key in keys:
+        out[key] = float(
+            np.mean([n.outcome.metrics[key] for n in first if key in n.outcome.metrics])
+        )
     out["return_mean"] = out["turn1/return_mean"]
     return out
 

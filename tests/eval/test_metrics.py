@@ -75,3 +75,41 @@ def test_quarter_means_compare_first_and_last_quarter() -> None:
 
 def test_quarter_means_of_a_short_run_use_one_step_each() -> None:
     assert quarter_means([0.5, 0.7, 0.6]) == (0.5, 0.6)
+
+
+def test_role_rates_with_cis_and_not_applicable_rows():
+    rows = [
+        {
+            **_row("a", True, 4.0),
+            "aux_defined": 1.0,
+            "aux_correct": 1.0,
+            "main_correct_ref_aux": True,
+        },
+        {
+            **_row("a", False, 1.0),
+            "aux_defined": 0.0,
+            "aux_correct": 0.0,
+            "main_correct_ref_aux": False,
+        },
+        {
+            **_row("b", False, 2.0),
+            "aux_defined": 1.0,
+            "aux_correct": None,
+            "main_correct_ref_aux": None,
+        },
+        {
+            **_row("b", False, 2.0),
+            "aux_defined": 1.0,
+            "aux_correct": None,
+            "main_correct_ref_aux": None,
+        },
+    ]
+    m = compute_metrics(rows, ks=[1], resamples=200, seed=0)
+    assert m["aux_defined_rate"] == pytest.approx((0.5 + 1.0) / 2)
+    assert m["aux_correct_rate"] == pytest.approx(0.5)  # problem b is n/a: left out
+    assert m["main_correct_ref_aux_rate"] == pytest.approx(0.5)
+    for name in ("coop_rate", "test_pass_rate", "aux_defined_rate", "main_calls_aux_rate"):
+        lo, hi = m[f"{name}_ci95"]
+        assert lo <= m[name] <= hi
+    na = compute_metrics([_row("c", True, 4.0)], ks=[1], resamples=20, seed=0)
+    assert na["aux_correct_rate"] is None and na["aux_correct_rate_ci95"] is None

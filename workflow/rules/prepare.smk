@@ -9,6 +9,7 @@ rule prepare:
         "data/prepared/summary.json",
     params:
         seed=config["seed"],
+        sandbox=config["sandbox"],
         prepare=config["prepare"],
     conda:
         "../../environment.yml"

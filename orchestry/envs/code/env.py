@@ -20,6 +20,7 @@ from orchestry.envs.code.reward import (
     RewardWeights,
     score_joint_actions,
 )
+from orchestry.envs.code.role_checks import RoleChecks, check_roles
 from orchestry.envs.code.sandbox import SandboxLimits, TestReport
 
 FEEDBACK_MODES = ("level_feedback", "plain", "expert_edits")
@@ -64,9 +65,10 @@ class CodeEnv:
             for p, code in batch
         ]
         scored = score_joint_actions(actions, self.weights, self.limits, self.workers)
+        checks = check_roles(actions, self.limits, self.workers)
         return [
-            self._outcome(action, reward, report)
-            for action, (reward, report) in zip(actions, scored, strict=True)
+            self._outcome(action, reward, report, check)
+            for action, (reward, report), check in zip(actions, scored, checks, strict=True)
         ]
 
     def feedback(self, outcome: Outcome, agent: str, advice: str | None = None) -> str:
@@ -97,9 +99,16 @@ class CodeEnv:
 
     # ------------------------------------------------------------------ scoring details
     def _outcome(
-        self, action: JointAction, reward: RewardBreakdown, report: TestReport | None
+        self,
+        action: JointAction,
+        reward: RewardBreakdown,
+        report: TestReport | None,
+        checks: RoleChecks,
     ) -> Outcome:
         problem = action.problem
+        facts = action.facts()
+        correct = bool(report is not None and report.passed and all(report.passed))
+        aux_defined = sum(h.defined for h in facts.helpers) / len(facts.helpers)
         metrics = {
             "reward/structure": reward.structure,
             "reward/syntax": reward.syntax,
@@ -109,14 +118,25 @@ class CodeEnv:
             "pass_rate": reward.pass_rate,
             # the paper's coop metric: main calls aux in a program that passes at least one test
             "coop_rate": float(reward.main_calls_aux and reward.pass_rate > 0),
+            # the roles one by one (instruments, not rewards): see role_checks.py
+            "correct_rate": float(correct),
+            "aux_defined_rate": aux_defined,
+            "main_calls_aux_rate": float(reward.main_calls_aux),
         }
+        if checks.aux_correct is not None:  # absent = n/a, so step means skip it
+            metrics["aux_correct_rate"] = checks.aux_correct
+        if checks.main_correct_with_reference_aux is not None:
+            metrics["main_correct_ref_aux_rate"] = float(checks.main_correct_with_reference_aux)
         record = {
             "helper_names": [h.name for h in problem.helpers],
             "main_name": problem.main.name,
             "program": action.program(),
             "reward": reward.to_dict(),
-            "main_defined": action.facts().main_defined,
-            "correct": bool(report is not None and report.passed and all(report.passed)),
+            "main_defined": facts.main_defined,
+            "correct": correct,
+            "aux_defined": aux_defined,
+            "aux_correct": checks.aux_correct,
+            "main_correct_ref_aux": checks.main_correct_with_reference_aux,
             "n_passed": report.n_passed if report else 0,
             "n_tests": len(problem.tests),
             "first_failure": report.first_failure if report else None,

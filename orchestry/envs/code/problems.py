@@ -36,6 +36,8 @@ class FunctionSpec:
     """The def line plus a short docstring (for HumanEval mains: the whole HumanEval prompt)."""
     reference: str
     """A complete reference implementation (a full def), or "" when none exists."""
+    unit_tests: tuple[str, ...] = ()
+    """Asserts on this function alone (helpers: derived from the reference run, `unit_tests.py`)."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,10 @@ def _validate_spec(problem_id: str, field: str, spec: FunctionSpec) -> None:
             raise _fail(problem_id, f"{field}.reference", f"does not parse ({error})")
         if spec.name not in _defined_functions(spec.reference):
             raise _fail(problem_id, f"{field}.reference", f"does not define {spec.name}()")
+    for i, test in enumerate(spec.unit_tests):
+        error = _parses(test) if isinstance(test, str) and test.strip() else "empty"
+        if error is not None:
+            raise _fail(problem_id, f"{field}.unit_tests[{i}]", f"does not parse ({error})")
 
 
 def _validate_problem(p: Problem) -> None:
@@ -143,12 +149,20 @@ def _validate_problem(p: Problem) -> None:
 # --- JSON-safe dictionaries ------------------------------------------------------------------
 
 _SPEC_FIELDS = ("name", "signature", "reference")
+_OPTIONAL_SPEC_FIELDS = ("unit_tests",)
 _PROBLEM_FIELDS = ("id", "source", "prompt", "helpers", "main", "tests", "setup", "difficulty")
 _OPTIONAL_FIELDS = {"setup": "", "difficulty": "medium"}
 
 
-def _spec_to_dict(spec: FunctionSpec) -> dict[str, str]:
-    return {"name": spec.name, "signature": spec.signature, "reference": spec.reference}
+def _spec_to_dict(spec: FunctionSpec) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "name": spec.name,
+        "signature": spec.signature,
+        "reference": spec.reference,
+    }
+    if spec.unit_tests:
+        d["unit_tests"] = list(spec.unit_tests)
+    return d
 
 
 def problem_to_dict(p: Problem) -> dict[str, Any]:
@@ -177,13 +191,17 @@ def _string_field(d: Mapping[str, Any], key: str, problem_id: str, where: str) -
 def _spec_from_dict(d: Any, problem_id: str, where: str) -> FunctionSpec:
     if not isinstance(d, Mapping):
         raise _fail(problem_id, where, f"must be a mapping, got {type(d).__name__}")
-    unknown = sorted(set(d) - set(_SPEC_FIELDS))
+    allowed = (*_SPEC_FIELDS, *_OPTIONAL_SPEC_FIELDS)
+    unknown = sorted(set(d) - set(allowed))
     if unknown:
-        raise _fail(problem_id, where, f"unknown keys {unknown}; expected {list(_SPEC_FIELDS)}")
+        raise _fail(problem_id, where, f"unknown keys {unknown}; expected {list(allowed)}")
     name, signature, reference = (
         _string_field(d, key, problem_id, f"{where}.{key}") for key in _SPEC_FIELDS
     )
-    return FunctionSpec(name=name, signature=signature, reference=reference)
+    unit_tests = d.get("unit_tests", [])
+    if not isinstance(unit_tests, list) or not all(isinstance(t, str) for t in unit_tests):
+        raise _fail(problem_id, f"{where}.unit_tests", "must be a list of strings")
+    return FunctionSpec(name, signature, reference, tuple(unit_tests))
 
 
 def problem_from_dict(d: Mapping[str, Any]) -> Problem:
