@@ -292,6 +292,7 @@ def summarize(history: list[dict[str, float]]) -> dict[str, Any]:
         "return_last_quarter": last,
         "return_mean": float(np.mean(rets)),
         "pass_rate_last_quarter": quarter_means([h["pass_rate"] for h in history])[1],
+        "coop_rate_first_quarter": quarter_means([h["coop_rate"] for h in history])[0],
         "coop_rate_last_quarter": quarter_means([h["coop_rate"] for h in history])[1],
         "tokens_per_s": float(np.mean([h["tokens_per_s"] for h in history])),
     }
