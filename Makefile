@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml requirements-lock.txt 2>/dev/null | cksum | cut -d' ' -f1)
 
-.PHONY: repro test venv lint clean-venv seeds
+.PHONY: repro test venv lint clean-venv seeds ablations
 
 venv: $(STAMP)
 
@@ -43,5 +43,22 @@ seeds: $(STAMP)
 	  PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc exp run -S seed=$$s train && \
 	  cp results/train/history.csv reports/seed_runs/seed$$s.csv && \
 	  cp results/train/metrics.json reports/seed_runs/seed$$s.metrics.json && \
+	  git checkout -- params.yaml dvc.lock results && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc checkout -q; \
+	done
+
+# The levers for cooperation, one training run each (name:overrides, overrides joined by commas).
+# Each is a DVC experiment in the workspace up to `evaluate`; its train and test metrics are kept in
+# reports/ablations/<name>/ (the figures stage writes reports/ablations.md), then the committed outputs
+# are restored. Needs a clean git tree.
+ABLATIONS ?= credit:train.credit_weight=0.5 rename:env.rename_lone_helper=true
+ablations: $(STAMP)
+	@git diff --quiet || (echo "commit your changes first: make ablations restores the workspace" && exit 1)
+	for a in $(ABLATIONS); do \
+	  name=$${a%%:*}; sets=$$(echo $${a#*:} | tr ',' ' '); \
+	  PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc exp run $$(for s in $$sets; do printf -- '-S %s ' $$s; done) evaluate && \
+	  mkdir -p reports/ablations/$$name && echo "$$sets" > reports/ablations/$$name/params.txt && \
+	  cp results/train/metrics.json reports/ablations/$$name/train.json && \
+	  cp results/train/history.csv reports/ablations/$$name/history.csv && \
+	  cp results/evaluate/metrics.json reports/ablations/$$name/evaluate.json && \
 	  git checkout -- params.yaml dvc.lock results && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc checkout -q; \
 	done

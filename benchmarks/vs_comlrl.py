@@ -83,13 +83,14 @@ def run_ours(job: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     import orchestry.stages.train
+    from orchestry import paths
     from orchestry.algos.magrpo import group_advantages
-    from orchestry.stages.from_params import make_policy, sampling_spec, seed_everything
-    from orchestry.stages.prepare import read_split
+    from orchestry.envs.code.problems import read_problems
+    from orchestry.stages.from_params import make_env, make_policy, sampling_spec, seed_everything
 
     out: dict[str, Any] = {"rss_after_imports_mb": proc_status_mb("VmRSS")}
     params = parse_params(job["params"], "params.yaml + benchmark overrides")
-    problems = read_split("train")
+    problems = read_problems(paths.split("train"))
     seed_everything(params.seed)
     start = time.perf_counter()
     policy = make_policy(params)
@@ -105,7 +106,8 @@ def run_ours(job: dict[str, Any]) -> dict[str, Any]:
     rollouts = Path(job["workdir"]) / "rollouts.jsonl"
     marks = step_clock()
     start = time.perf_counter()
-    orchestry.stages.train.train_loop(params, policy, problems, job["plan"], rollouts, None)
+    env = make_env(params)
+    orchestry.stages.train.train_loop(params, policy, env, problems, job["plan"], rollouts, None)
     out["total_s"] = time.perf_counter() - start
     out["step_s"] = step_times(start, marks, len(params.model.agents), len(job["plan"]))
     out["new_tokens"] = sum(tokens)
@@ -125,21 +127,20 @@ def run_ours(job: dict[str, Any]) -> dict[str, Any]:
 def comlrl_callables(params: Params, tokenizer: Any) -> tuple[list[Callable], Callable]:
     """comlrl's formatters (one per agent: dataset item -> prompt text) and reward callable.
 
-    Prompts are orchestry.envs.code.prompts's, chat-templated; the reward is orchestry's level reward of each
-    joint action, scored in orchestry's sandbox. Dataset items are {"problem_id": id}.
+    Prompts are the code env's observations, chat-templated; the reward is the env's score (the level
+    reward of each joint action, run in orchestry's sandbox). Dataset items are {"problem_id": id}.
     """
-    from orchestry.envs.code.prompts import Roles, agent_code, initial_messages
-    from orchestry.envs.code.reward import JointAction, RewardWeights, score_joint_actions
-    from orchestry.stages.from_params import sandbox_limits
-    from orchestry.stages.prepare import read_split
+    from orchestry import paths
+    from orchestry.envs.code.problems import read_problems
+    from orchestry.stages.from_params import make_env
 
-    roles = Roles.from_agents(params.model.agents)
-    by_id = {p.id: p for p in read_split("train")}
-    weights, limits = RewardWeights(**params.reward.model_dump()), sandbox_limits(params)
+    env = make_env(params)
+    roles = env.roles
+    by_id = {p.id: p for p in read_problems(paths.split("train"))}
 
     def formatter(agent: str) -> Callable[[dict[str, str]], str]:
         def prompt(item: dict[str, str]) -> str:
-            messages = initial_messages(by_id[item["problem_id"]], roles, agent)
+            messages = env.observe(by_id[item["problem_id"]], agent)
             return tokenizer.apply_chat_template(
                 messages, tokenize=False, add_generation_prompt=True
             )
@@ -149,14 +150,11 @@ def comlrl_callables(params: Params, tokenizer: Any) -> tuple[list[Callable], Ca
     def reward_func(*completions: list[str], batch_items: list[dict[str, str]]) -> list[float]:
         """One list of texts per agent (in `model.agents` order) -> one reward per joint action."""
         problem = by_id[batch_items[0]["problem_id"]]
-        actions = []
-        for texts in zip(*completions, strict=True):
-            pairs = zip(roles.agents, texts, strict=True)
-            code = {a: agent_code(x, problem, roles, a) for a, x in pairs}
-            helpers = tuple(code[a] for a in roles.helpers)
-            actions.append(JointAction(problem, helpers, code[roles.main]))
-        scored = score_joint_actions(actions, weights, limits, params.sandbox.workers)
-        return [reward.total for reward, _ in scored]
+        batch = [
+            (problem, {a: env.act(problem, a, x) for a, x in zip(roles.agents, texts, strict=True)})
+            for texts in zip(*completions, strict=True)
+        ]
+        return [outcome.total for outcome in env.score(batch)]
 
     return [formatter(a) for a in roles.agents], reward_func
 
@@ -249,12 +247,13 @@ def bench_params(args: argparse.Namespace) -> Params:
 
 def prepare_job(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     """Make sure the split and the converted model exist; fix the plan of problems per step."""
+    from orchestry import paths
     from orchestry.agents.lora.base_model import (
         EMBEDDED_MODEL,
         convert_gguf_model,
         embedded_gguf_path,
     )
-    from orchestry.stages.prepare import read_split
+    from orchestry.envs.code.problems import read_problems
     from orchestry.stages.train import schedule_problems
 
     if not Path("data/prepared/train.jsonl").is_file():
@@ -264,7 +263,7 @@ def prepare_job(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         raise SystemExit(f"{args.params}: model.name must be {EMBEDDED_MODEL} for this benchmark")
     model_dir = Path(params.model.cache_dir) / EMBEDDED_MODEL
     convert_gguf_model(embedded_gguf_path(), model_dir)
-    problems = read_split("train")
+    problems = read_problems(paths.split("train"))
     epochs = math.ceil(args.steps * args.problems_per_step / len(problems))
     plan = schedule_problems(problems, args.problems_per_step, epochs, params.seed)[: args.steps]
     if any(len(step) != args.problems_per_step for step in plan):

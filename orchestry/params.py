@@ -149,6 +149,16 @@ class PrepareParams(Section):
     )
 
 
+class EnvParams(Section):
+    """How the code environment reads the agents' answers (every stage that scores code uses it)."""
+
+    rename_lone_helper: bool = Field(
+        False,
+        description="A helper's single function under another name counts as its helper (renamed "
+        "to `aux`); false = a helper must use the asked-for name, as in the paper.",
+    )
+
+
 class RewardParams(Section):
     """The paper's code-collaboration level reward; the defaults sum to 4.0 (the maximum)."""
 
@@ -237,6 +247,13 @@ class TrainParams(Section):
     )
     judge_weight: float = Field(
         0.0, ge=0.0, description="Weight of the Claude cooperation-judge term (0 = off)."
+    )
+    credit_weight: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="Per-agent credit: each sample's value mixes the joint return (1 - w) with its "
+        "reward next to reference partners (w); 0 = the paper's joint return only.",
     )
 
 
@@ -329,6 +346,7 @@ class Params(Section):
     sampling: SamplingParams = SamplingParams()
     sandbox: SandboxParams = SandboxParams()
     prepare: PrepareParams = PrepareParams()
+    env: EnvParams = EnvParams()
     reward: RewardParams = RewardParams()
     train: TrainParams = TrainParams()
     smoke: SmokeParams = SmokeParams()

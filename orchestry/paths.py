@@ -35,6 +35,8 @@ FIGURES = REPORTS / "figures"
 RESULTS_MD = REPORTS / "results.md"
 COMPARISON_CSV = REPORTS / "comparison.csv"
 SEED_RUNS = REPORTS / "seed_runs"
+ABLATIONS = REPORTS / "ablations"
+ABLATIONS_MD = REPORTS / "ablations.md"
 
 
 def method_dir(method: str) -> Path:

@@ -8,6 +8,11 @@ the same way, each agent's next observation being its own history plus the envir
 that node. Returns flow back up the tree, R_t = r_t + gamma * mean(children's R_{t+1})
 (`magrpo.turn_return`), and each agent's G samples at a node form one advantage group, valued by the
 mean return of the joint actions they took part in.
+
+Per-agent credit (`credit_weight` w > 0, a lever beyond the paper, in the spirit of COMA's
+counterfactual baselines / difference rewards): each agent's sample is also scored next to the
+environment's reference partners, and its value becomes (1 - w) * joint value + w * that reward, so
+a helper is credited for being right even when main was wrong, and main for using a right aux.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ class RolloutSettings:
     early_stop_reward: float  # 0 = never stop early
     judge_weight: float
     expert_feedback: bool  # each expansion asks the expert for advice (expert_edits feedback)
+    credit_weight: float  # 0 = the paper's joint value only
 
 
 @dataclass
@@ -49,6 +55,7 @@ class Sample:
     prompt_ids: list[int]
     token_ids: list[int]
     action: str
+    credit: float | None = None  # reward next to reference partners (per-agent credit)
 
 
 @dataclass
@@ -79,9 +86,14 @@ class AgentGroup:
     turn: int
     samples: list[Sample]
     members: list[list[JointNode]]  # for sample i, the joint actions it took part in
+    credit_weight: float
 
     def values(self) -> list[float]:
-        return [sum(n.ret for n in nodes) / len(nodes) for nodes in self.members]
+        joint = [sum(n.ret for n in nodes) / len(nodes) for nodes in self.members]
+        w = self.credit_weight
+        if w == 0 or any(s.credit is None for s in self.samples):
+            return joint
+        return [(1 - w) * v + w * s.credit for v, s in zip(joint, self.samples, strict=True)]
 
 
 @dataclass
@@ -169,6 +181,8 @@ def rollout(
             for c in combos
         ]
         outcomes = iter(env.score(batch))
+        if settings.credit_weight > 0:
+            _score_with_reference_partners(env, [(f.task, per) for f, per, _ in pending])
         next_frontier: list[_Frontier] = []
         for f, per_agent, combos in pending:
             children = []
@@ -181,7 +195,7 @@ def rollout(
             (f.parent.children if f.parent else roots).extend(children)
             for a in agents:
                 members = [[n for n in children if n.samples[a] is s] for s in per_agent[a]]
-                groups.append(AgentGroup(a, turn, per_agent[a], members))
+                groups.append(AgentGroup(a, turn, per_agent[a], members, settings.credit_weight))
             if turn < settings.turns:
                 for node in children:
                     if settings.early_stop_reward > 0 and node.total >= settings.early_stop_reward:
@@ -192,6 +206,24 @@ def rollout(
         bonus = settings.judge_weight * node.judge if node.judge is not None else 0.0
         node.ret = turn_return(node.total + bonus, [c.ret for c in node.children], settings.gamma)
     return Rollout(roots, nodes, groups, gen_seconds, new_tokens)
+
+
+def _score_with_reference_partners(
+    env: Env, per_task: list[tuple[Any, dict[str, list[Sample]]]]
+) -> None:
+    """Set each sample's `credit`: its reward next to the reference partners (None without them)."""
+    batch, owners = [], []
+    for task, per_agent in per_task:
+        refs = {a: env.reference(task, a) for a in per_agent}
+        for a, samples in per_agent.items():
+            partners = {b: r for b, r in refs.items() if b != a}
+            if any(r is None for r in partners.values()):
+                continue
+            for s in samples:
+                batch.append((task, {**partners, a: s.action}))
+                owners.append(s)
+    for sample, outcome in zip(owners, env.score(batch) if batch else [], strict=True):
+        sample.credit = outcome.total
 
 
 def _expand(

@@ -81,6 +81,11 @@ class Env(Protocol):
         """The message that opens the agent's next turn (`advice`: an expert's note, if any)."""
         ...
 
+    def reference(self, task: Any, agent: str) -> str | None:
+        """A reference partner's action for `agent`'s role (None: the task has none). Used for
+        per-agent credit: each agent's sample is also scored next to reference partners."""
+        ...
+
 
 class BaselineEnv(Env, Protocol):
     """An `Env` that also offers the views the paper's baselines need (eval/protocols.py)."""
@@ -133,6 +138,8 @@ def check_env(env: Env, task: Any, texts: Mapping[str, str]) -> list[Outcome]:
         assert all(math.isfinite(v) for v in out.metrics.values()), "score: non-finite metric"
         json.dumps(out.record)  # raises when a record is not JSON-able
     for agent in agents:
+        ref = env.reference(task, agent)
+        assert ref is None or isinstance(ref, str), f"reference: {agent}'s is not a string or None"
         text = env.feedback(outcomes[0], agent)
         assert isinstance(text, str) and text, f"feedback: empty feedback for {agent}"
         later = env.observe(task, agent, [Turn(texts[agent], text)])

@@ -24,6 +24,7 @@ import seaborn as sns  # noqa: E402
 from orchestry import io, paths  # noqa: E402
 from orchestry.eval.tables import (  # noqa: E402
     ROLE_RATES,
+    ablations_markdown,
     comparison_csv,
     fractions,
     results_markdown,
@@ -293,3 +294,17 @@ def run(params: Params) -> None:
     plot_roles_by_method(table)
     io.write_text(COMPARISON_CSV, comparison_csv(table))
     io.write_text(RESULTS_MD, results_markdown(table, train, summary, runs))
+    magrpo = table[table["method"] == "magrpo"].iloc[0].to_dict()
+    io.write_text(paths.ABLATIONS_MD, ablations_markdown(magrpo, train, ablation_runs()))
+
+
+def ablation_runs() -> dict[str, dict[str, Any]]:
+    """Lever runs saved by `make ablations`: reports/ablations/<name>/{params.txt,train,evaluate}."""
+    runs = {}
+    for folder in sorted(p for p in paths.ABLATIONS.glob("*") if p.is_dir()):
+        runs[folder.name] = {
+            "params": (folder / "params.txt").read_text().strip(),
+            "train": json.loads((folder / "train.json").read_text()),
+            "evaluate": json.loads((folder / "evaluate.json").read_text()),
+        }
+    return runs

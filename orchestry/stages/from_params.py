@@ -90,6 +90,7 @@ def rollout_settings(params: Params) -> RolloutSettings:
         early_stop_reward=t.early_stop_reward,
         judge_weight=t.judge_weight,
         expert_feedback=t.feedback == "expert_edits",
+        credit_weight=t.credit_weight,
     )
 
 
@@ -125,6 +126,7 @@ def make_env(params: Params, training: bool = True) -> CodeEnv:
         sandbox_limits(params),
         params.sandbox.workers,
         params.train.feedback if training else None,
+        rename_lone_helper=params.env.rename_lone_helper,
     )
 
 

@@ -61,6 +61,12 @@ def step_metrics(ro: Rollout, turns: int) -> dict[str, float]:
         out[key] = float(
             np.mean([n.outcome.metrics[key] for n in first if key in n.outcome.metrics])
         )
+    for agent in dict.fromkeys(g.agent for g in ro.groups):
+        credits = [
+            s.credit for g in ro.groups if g.turn == 1 and g.agent == agent for s in g.samples
+        ]
+        if credits and all(c is not None for c in credits):  # per-agent credit is on
+            out[f"credit/{agent}"] = float(np.mean(credits))
     out["return_mean"] = out["turn1/return_mean"]
     return out
 
@@ -286,6 +292,7 @@ def summarize(history: list[dict[str, float]]) -> dict[str, Any]:
         "return_last_quarter": last,
         "return_mean": float(np.mean(rets)),
         "pass_rate_last_quarter": quarter_means([h["pass_rate"] for h in history])[1],
+        "coop_rate_first_quarter": quarter_means([h["coop_rate"] for h in history])[0],
         "coop_rate_last_quarter": quarter_means([h["coop_rate"] for h in history])[1],
         "tokens_per_s": float(np.mean([h["tokens_per_s"] for h in history])),
     }

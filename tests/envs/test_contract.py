@@ -55,5 +55,8 @@ def test_the_contract_check_can_fail():
         def feedback(self, outcome, agent, advice=None):
             return env.feedback(outcome, agent, advice)
 
+        def reference(self, task, agent):
+            return env.reference(task, agent)
+
     with pytest.raises(AssertionError, match="observe"):
         check_env(Broken(), task, texts)

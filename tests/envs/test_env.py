@@ -101,9 +101,9 @@ def test_extract_nothing_usable():
 
 def test_main_may_not_redefine_aux_and_helper_may_not_define_main():
     text = "```python\ndef aux(a, b):\n    return 0\n\ndef double_sum(a, b):\n    return 2 * aux(a, b)\n```"
-    main_code = agent_code(text, PROBLEM, ROLES, "main")
+    main_code = agent_code(text, PROBLEM, ROLES, "main", rename_lone_helper=False)
     assert "def aux" not in main_code and "def double_sum" in main_code
-    helper_code = agent_code(text, PROBLEM, ROLES, "aux")
+    helper_code = agent_code(text, PROBLEM, ROLES, "aux", rename_lone_helper=False)
     assert "def aux" in helper_code and "double_sum" not in helper_code
 
 
@@ -137,3 +137,17 @@ def test_feedback_carries_diagnostics_and_history():
     assert history[:2] == initial_messages(PROBLEM, ROLES, "main") and history[-1]["content"] == msg
     with pytest.raises(ValueError, match="unknown feedback mode"):
         feedback_message("loud", diag)
+
+
+def test_a_lone_helper_under_another_name_is_renamed_only_when_asked():
+    text = "```python\ndef first_letter(w):\n    return w[:1] if len(w) < 2 else first_letter(w[:1])\n```"
+    plain = agent_code(text, PROBLEM, ROLES, "aux", rename_lone_helper=False)
+    assert "def first_letter" in plain
+    renamed = agent_code(text, PROBLEM, ROLES, "aux", rename_lone_helper=True)
+    assert "def aux(w)" in renamed and "aux(w[:1])" in renamed and "first_letter" not in renamed
+    two = "```python\ndef f(x):\n    return x\n\ndef g(x):\n    return x\n```"
+    assert agent_code(two, PROBLEM, ROLES, "aux", rename_lone_helper=True) == agent_code(
+        two, PROBLEM, ROLES, "aux", rename_lone_helper=False
+    )
+    main = "```python\ndef other(a, b):\n    return a\n```"
+    assert "def other" in agent_code(main, PROBLEM, ROLES, "main", rename_lone_helper=True)

@@ -46,3 +46,17 @@ def test_comparison_csv_has_each_rate_with_its_ci() -> None:
     for col in ("coop_rate", "test_pass_rate"):
         assert {col, f"{col}_ci_low", f"{col}_ci_high"} <= set(head)
     assert comparison_csv(table).splitlines()[1].split(",")[head.index("aux_correct_rate")] == ""
+
+
+def test_ablations_table_has_one_row_per_lever_with_cis() -> None:
+    from orchestry.eval.tables import ablations_markdown
+
+    ev = {"coop_rate": 0.25, "coop_rate_ci95": [0.1, 0.4], "test_pass_rate": 0.5, "pass@1": 0.0}
+    ev |= {"test_pass_rate_ci95": [0.3, 0.7], "pass@1_ci95": [0.0, 0.0], "aux_correct_rate": None}
+    train = {"steps": 18, "coop_rate_first_quarter": 0.0, "coop_rate_last_quarter": 0.125}
+    md = ablations_markdown(
+        ev, train, {"credit": {"params": "train.credit_weight=0.5", "train": train, "evaluate": ev}}
+    )
+    rows = [line for line in md.splitlines() if line.startswith("| ")]
+    assert len(rows) == 3 and rows[2].startswith("| credit | `train.credit_weight=0.5` | 18 |")
+    assert "0.000 -> 0.125" in rows[2] and "0.250 [0.10, 0.40]" in rows[2] and "n/a" in rows[2]

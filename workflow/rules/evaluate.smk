@@ -17,6 +17,7 @@ rule baseline:
         model=config["model"],
         sampling=config["sampling"],
         sandbox=config["sandbox"],
+        env=config["env"],
         reward=config["reward"],
         evaluate=config["evaluate"],
         anthropic=config["anthropic"],
@@ -42,6 +43,7 @@ rule evaluate:
         model=config["model"],
         sampling=config["sampling"],
         sandbox=config["sandbox"],
+        env=config["env"],
         reward=config["reward"],
         evaluate=config["evaluate"],
     conda:

@@ -32,6 +32,7 @@ rule figures:
         "results/evaluate/metrics.json",
         "results/schemes/summary.json",
         "reports/seed_runs",
+        "reports/ablations",
     output:
         report(
             directory("reports/figures"),
@@ -41,6 +42,7 @@ rule figures:
         ),
         report("reports/results.md", caption="../report/results.rst", category="Tables"),
         "reports/comparison.csv",
+        "reports/ablations.md",
     params:
         figures=config["figures"],
     conda:

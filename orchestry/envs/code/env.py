@@ -36,6 +36,8 @@ class CodeEnv:
         limits: SandboxLimits,
         workers: int,
         feedback_mode: str | None = None,
+        *,
+        rename_lone_helper: bool,
     ) -> None:
         """`feedback_mode` None: an env for single-turn evaluation, which never gives feedback."""
         if feedback_mode is not None and feedback_mode not in FEEDBACK_MODES:
@@ -44,6 +46,7 @@ class CodeEnv:
             )
         self.roles, self.weights, self.limits, self.workers = roles, weights, limits, workers
         self.feedback_mode = feedback_mode
+        self.rename_lone_helper = rename_lone_helper
 
     # ------------------------------------------------------------------ the contract
     def observe(self, task: Problem, agent: str, history: Sequence[Turn] = ()) -> Messages:
@@ -57,7 +60,13 @@ class CodeEnv:
         return messages
 
     def act(self, task: Problem, agent: str, text: str) -> str:
-        return agent_code(text, task, self.roles, agent)
+        return agent_code(text, task, self.roles, agent, rename_lone_helper=self.rename_lone_helper)
+
+    def reference(self, task: Problem, agent: str) -> str | None:
+        """The reference solution's code for this agent's role (None when the problem has none)."""
+        if agent == self.roles.main:
+            return task.main.reference or None
+        return task.helpers[self.roles.helpers.index(agent)].reference or None
 
     def score(self, batch: Sequence[tuple[Problem, Mapping[str, str]]]) -> list[Outcome]:
         actions = [

@@ -59,11 +59,34 @@ def extract_code(text: str, keep: Sequence[str] = (), drop: Sequence[str] = ()) 
     return "\n\n".join(ast.unparse(node) for node in kept)
 
 
-def agent_code(text: str, problem: Problem, roles: Roles, agent: str) -> str:
-    """Extract the code an agent contributes; helpers may not define main, main may not define helpers."""
+def rename_lone_function(code: str, name: str) -> str:
+    """Code whose only top-level function is not called `name`, with that function renamed to
+    `name` (its own recursive calls too); any other code is returned unchanged."""
+    if not code:
+        return code
+    tree = ast.parse(code)
+    funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    if len(funcs) != 1 or funcs[0].name == name:
+        return code
+    old = funcs[0].name
+    funcs[0].name = name
+    for node in ast.walk(funcs[0]):
+        if isinstance(node, ast.Name) and node.id == old:
+            node.id = name
+    return ast.unparse(tree)
+
+
+def agent_code(
+    text: str, problem: Problem, roles: Roles, agent: str, *, rename_lone_helper: bool
+) -> str:
+    """Extract the code an agent contributes; helpers may not define main, main may not define helpers.
+
+    With `rename_lone_helper`, a helper's single function under another name (`def first_letter`
+    where `aux` was asked for) is taken as its helper (env params `rename_lone_helper`)."""
     helper_names = [spec.name for spec in problem.helpers]
     if agent == roles.main:
         return extract_code(text, keep=[problem.main.name], drop=helper_names)
     own = problem.helpers[roles.helpers.index(agent)].name
     others = [n for n in helper_names if n != own]
-    return extract_code(text, keep=[own], drop=[problem.main.name, *others])
+    code = extract_code(text, keep=[own], drop=[problem.main.name, *others])
+    return rename_lone_function(code, own) if rename_lone_helper else code
