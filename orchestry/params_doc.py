@@ -1,4 +1,4 @@
-"""Documents generated from the params schema (params.py, their one source): the README reference
+"""Documents generated from the params schema (orchestry/params/schema.py, their one source): the README reference
 and the JSON schema Snakemake validates params.yaml against.
 
 `python -m orchestry params-doc` rewrites the section between the markers; `--check` (and
@@ -29,7 +29,7 @@ def json_schema_text() -> str:
 PARAMS_DOC_BEGIN = "<!-- params:begin -->"
 PARAMS_DOC_END = "<!-- params:end -->"
 _GENERATED_NOTE = (
-    "<!-- generated from orchestry/params.py by `python -m orchestry params-doc`; do not edit -->"
+    "<!-- generated from orchestry/params/schema.py by `python -m orchestry params-doc`; do not edit -->"
 )
 
 

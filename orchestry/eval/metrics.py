@@ -5,9 +5,9 @@ samples of which c pass every test; 95% confidence intervals come from a bootstr
 
 Besides the team's results, each role is measured on its own (`RATES`, from the row records that
 envs/code/role_checks.py fills): does the helper define aux, is aux right on its derived unit tests,
-does main call aux (and use its value), would main be right with the reference aux. A rate is a mean
-over problems of the per-problem mean; where a row has no value (n/a, e.g. HumanEval has no reference
-aux) it is left out, and a rate with no value at all is null.
+does main call aux (and use its value), would main be right with the reference aux. A rate is the
+mean over the rows that have a value (n/a rows, e.g. HumanEval has no reference aux, are left out; a rate
+with no value at all is null); its CI resamples the per-problem means.
 """
 
 from __future__ import annotations
@@ -111,8 +111,9 @@ def compute_metrics(
     )
     out["syntax_rate"] = float(np.mean([r["reward"]["syntax"] > 0 for r in rows]))
     for name, value in RATES.items():
+        per_row = [v for v in map(value, rows) if v is not None]
         per_problem = problem_rates(by_problem, value)
-        out[name] = float(np.mean(per_problem)) if per_problem else None
+        out[name] = float(np.mean(per_row)) if per_row else None
         out[f"{name}_ci95"] = (
             list(bootstrap_ci(per_problem, resamples, seed)) if per_problem else None
         )

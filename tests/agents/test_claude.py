@@ -42,7 +42,7 @@ from orchestry.params import Params
 API_KEY = f"sk-ant-test-{secrets.token_hex(16)}"
 MODEL = "claude-haiku-4-5"  # the default claude-sonnet-4-5 makes the SDK warn of its end of life
 PRICE = (1.0, 5.0)  # $/Mtok of MODEL in the default params' anthropic.prices
-# The client settings the default params give (the values' one home is orchestry/params.py).
+# The client settings the default params give (the values' one home is orchestry/params/schema.py).
 _DEFAULTS = Params().anthropic
 SETTINGS: dict[str, Any] = {
     "model": _DEFAULTS.model,
