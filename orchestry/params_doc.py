@@ -28,9 +28,7 @@ def json_schema_text() -> str:
 
 PARAMS_DOC_BEGIN = "<!-- params:begin -->"
 PARAMS_DOC_END = "<!-- params:end -->"
-_GENERATED_NOTE = (
-    "<!-- generated from orchestry/params/schema.py by `python -m orchestry params-doc`; do not edit -->"
-)
+_GENERATED_NOTE = "<!-- generated from orchestry/params/schema.py by `python -m orchestry params-doc`; do not edit -->"
 
 
 def _section_model(annotation: Any) -> type[BaseModel] | None:
