@@ -43,7 +43,7 @@ seeds: $(STAMP)
 	  PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc exp run -S seed=$$s train && \
 	  cp results/train/history.csv reports/seed_runs/seed$$s.csv && \
 	  cp results/train/metrics.json reports/seed_runs/seed$$s.metrics.json && \
-	  git checkout -- params.yaml dvc.lock results && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc checkout -q; \
+	  git checkout -- params.yaml dvc.lock results data && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc checkout -q; \
 	done
 
 # The levers for cooperation, one training run each (name:overrides, overrides joined by commas).
@@ -60,5 +60,5 @@ ablations: $(STAMP)
 	  cp results/train/metrics.json reports/ablations/$$name/train.json && \
 	  cp results/train/history.csv reports/ablations/$$name/history.csv && \
 	  cp results/evaluate/metrics.json reports/ablations/$$name/evaluate.json && \
-	  git checkout -- params.yaml dvc.lock results && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc checkout -q; \
+	  git checkout -- params.yaml dvc.lock results data && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc checkout -q; \
 	done

@@ -13,12 +13,13 @@ import logging
 import sys
 from pathlib import Path
 
+from orchestry import paths
 from orchestry.params import BASELINE_NAMES, ParamsError, load_params
 from orchestry.params_doc import first_difference, json_schema_text, readme_with_params_reference
 
 STAGES = ("prepare", "smoke", "train", "baseline", "evaluate", "schemes", "figures")
-SCHEMA_PATH = Path("workflow/schemas/params.schema.json")
-README_PATH = Path("README.md")
+SCHEMA_PATH = paths.PARAMS_SCHEMA
+README_PATH = paths.README
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:

@@ -56,3 +56,4 @@ def metrics(method: str) -> Path:
 CHECKPOINTS = Path("cache/checkpoints")
 ANTHROPIC_CACHE = Path("cache/anthropic")
 PARAMS_SCHEMA = Path("workflow/schemas/params.schema.json")
+README = Path("README.md")

@@ -109,12 +109,19 @@ def results_markdown(
         f"- {k}: {v:.4g}" if isinstance(v, float) else f"- {k}: {v}"
         for k, v in sorted(train.items())
     ]
-    lines += ["", "### Mean return, first vs last quarter of the steps, per training run", ""]
-    lines += ["| Run | steps | first quarter | last quarter | rises |", "|---|---|---|---|---|"]
+    lines += ["", "### First vs last quarter of the steps, per training run", ""]
+    lines += [
+        "| Run | steps | return: first -> last quarter | rises | coop rate: first -> last quarter |"
+    ]
+    lines += ["|---|---|---|---|---|"]
     for name, history in runs.items():
         first, last = quarter_means(history["return_mean"].tolist())
         rises = "yes" if last > first else "no"
-        lines.append(f"| {name} | {len(history)} | {first:.3f} | {last:.3f} | {rises} |")
+        coop = quarter_means(history["coop_rate"].tolist()) if "coop_rate" in history else None
+        coop_text = "n/a" if coop is None else f"{coop[0]:.3f} -> {coop[1]:.3f}"
+        lines.append(
+            f"| {name} | {len(history)} | {first:.3f} -> {last:.3f} | {rises} | {coop_text} |"
+        )
     lines += ["", "## Cooperation schemes (primary label, share of pairs)", ""]
     labels = summary["labels"]
     lines += ["| Method | pairs | " + " | ".join(labels) + " |", "|" + "---|" * (len(labels) + 2)]
