@@ -19,6 +19,9 @@ READ_AS_FILES = {
     "orchestry.envs.code.sandbox.isolation": (
         "orchestry.envs.code.sandbox.harness",
         "orchestry.envs.code.sandbox.strict_operators",
+        "orchestry.envs.code.sandbox.wire",
+        "orchestry.envs.code.sandbox.worker",
+        "orchestry.envs.code.sandbox.checker",
     ),
 }
 

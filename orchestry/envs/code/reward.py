@@ -29,6 +29,7 @@ sandbox's test report; `score_joint_actions` runs the sandbox for many programs.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -189,15 +190,20 @@ class JointAction:
     main_code: str
 
     def facts(self) -> CodeFacts:
-        return code_facts(
-            self.helper_codes,
-            [h.name for h in self.problem.helpers],
-            self.main_code,
-            self.problem.main.name,
-        )
+        """The AST facts, worked out once per distinct action (the reward, the env's outcome and
+        the role checks all ask for them)."""
+        names = tuple(h.name for h in self.problem.helpers)
+        return _cached_facts(self.helper_codes, names, self.main_code, self.problem.main.name)
 
     def program(self) -> str:
         return joint_program(self.helper_codes, self.main_code)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_facts(
+    helper_codes: tuple[str, ...], helper_names: tuple[str, ...], main_code: str, main_name: str
+) -> CodeFacts:
+    return code_facts(helper_codes, helper_names, main_code, main_name)
 
 
 def score_joint_actions(

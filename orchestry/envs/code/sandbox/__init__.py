@@ -14,35 +14,47 @@ interpreter (stdlib only), driven by `orchestry/envs/code/sandbox/harness.py`:
   dumps, no new privileges, and an environment of PATH, LANG, HOME and PYTHONHASHSEED only;
 - the tests travel on stdin, never through a file.
 
-Results come back on a dedicated SOCK_SEQPACKET socket, one record per outcome, each tagged with a
-random per-run nonce; stdout and stderr are only captured (capped) for feedback, so printing
-"PASSED", exiting early (`sys.exit(0)`, `os._exit(0)`, `SystemExit`, `KeyboardInterrupt`) or
-writing junk to any fd never counts as a pass: a test passes only when its own record says so.
+The tests never run where the program runs. The harness (pid 1, root) forks two processes under two
+uids reserved for this run: the *worker* (`worker.py`) runs the program and then only answers calls;
+the *checker* (`checker.py`) runs the setup and each test with `candidate`, and any other program
+function a test names (such as `aux` for aux's own tests), bound to a proxy that sends the arguments
+as plain values over a socket and gets back a plain value or an exception to raise (`wire.py`
+decodes exact builtin types only). Every comparison, assert and truth test happens in the checker.
+The worker is forked before the tests are even read, keeps no fd but stdout, stderr and its end of
+the call channel, and cannot signal, trace or read the checker (another uid): walking frames or
+`gc`, writing memory through ctypes, audit hooks, tracing, threads left running, forged messages
+on the channel or on any fd can change nothing but the values the program returns.
 
-Always-equal objects: `harden_snippet` rewrites every test and the setup before they run. Each
+Results come back on a dedicated SOCK_SEQPACKET socket that only the checker holds, one record per
+outcome, each tagged with a random per-run nonce; stdout and stderr are only captured (capped) for
+feedback, so printing "PASSED", exiting early (`sys.exit(0)`, `os._exit(0)`, `SystemExit`,
+`KeyboardInterrupt`) or writing junk to any fd never counts as a pass: a test passes only when the
+checker says so.
+
+Always-equal objects: a value that is not plain cannot cross the channel (the call fails with
+UntrustedValue). `harden_snippet` still rewrites every test and the setup before they run: each
 comparison (``==, !=, <, <=, >, >=, in, not in, is, is not``), each truth test (assert, if, while,
 ``not``, ``and``/``or``, conditional expressions, comprehension filters) and each arithmetic
 operator goes through a helper that accepts only values whose exact type is a builtin value type
 (int, float, bool, complex, str, bytes, None, range, the builtin classes themselves, and
-list/tuple/dict/set/frozenset of those, checked recursively by type identity) and raises otherwise,
-failing the test. Builtin values keep
-Python's semantics, so ``assert abs(candidate(x) - 0.5) < 1e-6`` works as usual. A test whose
-intended answer is an instance of a class (even one defined in the setup) cannot pass.
+list/tuple/dict/set/frozenset of those, checked recursively by type identity) and raises otherwise.
+Builtin values keep Python's semantics, so ``assert abs(candidate(x) - 0.5) < 1e-6`` works as
+usual. A test whose intended answer is an instance of a class (even one defined in the setup)
+cannot pass.
 
-Residual risk, accepted: the harness runs the untrusted code in its own interpreter. Code that
-deliberately introspects that interpreter (walks frames with ``sys._getframe``, scans
-``gc.get_objects()``, reads memory through ``ctypes``) can find the result socket's fd and the
-nonce and forge records. Patching ``builtins``, ``os``, ``sys`` or ``operator`` cannot, because the
-harness bound everything it uses before the code ran. Calls to builtins that dispatch to a dunder
-of an untrusted object in test code (``str(x)``, ``len(x)``, ``float(x)``) are not intercepted; they
-can only produce an answer the object already knows.
+What a test sees of the program: the functions and plain values of the program's globals that the
+setup and the tests name (builtin names excluded: a program cannot shadow `sorted` in the tests),
+and the standard-library modules bound to such names. A program function that returns a function
+hands back another proxy; one that returns anything else that is not plain (a generator, an
+instance) fails the test.
 
 Modules, parent side first: `job` (SandboxJob, SandboxLimits, TestReport, SandboxUnavailable),
-`isolation` (preconditions on this host, one uid per run), `hardening` (the AST rewrite of tests
-and setup), `records` (collecting the child's records and output into a TestReport) and `runner`
+`isolation` (preconditions on this host, two uids per run), `hardening` (the AST rewrite of tests
+and setup), `records` (collecting the checker's records and output into a TestReport) and `runner`
 (`run_tests_in_sandbox`, `run_many`, `check_isolation_available`). Child side, standard library
-only, nothing imported from the package inside the sandbox: `harness.py` (the script the sandbox
-runs) and `strict_operators.py` (its strict comparisons, whose source the parent sends in the job).
+only, nothing imported from the package inside the sandbox (the parent compiles these files and
+sends their code in the job): `harness.py` (the script the sandbox runs), `worker.py`, `checker.py`,
+`wire.py` (the call channel) and `strict_operators.py` (the strict comparisons).
 """
 
 from orchestry.envs.code.sandbox.hardening import harden_snippet

@@ -1,34 +1,33 @@
 """Child side of `orchestry.envs.code.sandbox.runner`: pid 1 of fresh pid, mount and net namespaces.
 
 The parent starts it as ``unshare --net --mount --pid --fork --kill-child --mount-proc
-<base python> -S -s -P -u -B harness.py`` with the job (a marshal'd dict) on stdin and
-a SOCK_SEQPACKET result socket passed as an extra fd. It uses the standard library only: it runs
-on the base interpreter, never on the project's virtual environment (inside the hidden repository).
+<base python> -S -s -P -u -B harness.py`` with the job on stdin in two parts (each an 8-byte length
+and a marshal'd dict) and a SOCK_SEQPACKET result socket passed as an extra fd. It uses the standard
+library only: it runs on the base interpreter, never on the project's virtual environment (inside
+the hidden repository).
 
-1. As root, still trusted: read the job, run the strict operators' source it carries, hide the
-   repository and the other secret places under empty tmpfs mounts (binding the interpreter back
-   where it lived under one of them), give the sandbox a private size-capped tmpfs on /tmp and
-   /dev/shm, and remount the root filesystem read-only and nosuid. All of this happens in this mount
-   namespace only.
-2. Fork the worker. It sets the rlimits, forbids new privileges, drops to the job's unprivileged uid
-   and gid, compiles everything, then runs the program, the setup and each test, sending one record
-   per outcome on the result socket.
-3. Pid 1 stays root, waits for the worker under the wall-clock deadline, reports a timeout or how
+1. As root, still trusted: read the first part (the program, the limits, and the child-side
+   modules wire, worker, checker and strict_operators, compiled by the parent), run those modules, hide the repository and the other secret places under empty tmpfs
+   mounts (binding the interpreter back where it lived under one of them), give the sandbox a
+   private size-capped tmpfs on /tmp and /dev/shm, and remount the root filesystem read-only and
+   nosuid. All of this happens in this mount namespace only.
+2. Fork the worker (worker.py) *before reading the second part*: it closes every fd but stdout,
+   stderr and its end of a call channel, sets the rlimits, forbids new privileges, drops to its own
+   unprivileged uid, runs the program and then only answers calls. The tests, their expected
+   values, the result socket and the nonce never exist in its memory.
+3. Read the second part (the nonce, the hardened setup and tests) and fork the checker (checker.py) under a second uid: it runs the setup and
+   each test with the program's functions bound to proxies, and sends one record per outcome on the
+   result socket. Different uids: the worker can neither signal, trace nor read the checker.
+4. Pid 1 stays root, waits for the checker under the wall-clock deadline, reports a timeout or how
    the worker ended, and exits; the kernel then kills every process left in the pid namespace.
 
-Everything the worker needs after untrusted code has started (exec, the socket fd, the nonce, the
-strict comparison helpers, the builtins it calls) is bound to locals and closures before that code
-runs, so patching ``builtins``, ``os`` or ``sys`` from the program cannot change the harness.
-
-Why the strict operators (`strict_operators.py`, the functions hardened tests call in place of ==,
-<, truth tests and arithmetic) are a separate file whose *source* the parent sends in the job,
-rather than a module this script imports: ``-P -s -S`` keep this script's directory, and so the
-package, off sys.path on purpose, and that directory is inside the repository, which step 1 hides.
-An import would need the repository on sys.path and could resolve at any later time, after the
-hiding or after untrusted code ran. The text instead arrives on stdin with the rest of the trusted
-job, read by the parent from next to this script, and `load_strict_operators` runs it before
-anything is hidden or forked: no part of the package is looked up in the filesystem, and every
-function the worker uses is bound before untrusted code starts, as when it all lived here.
+Why the child-side modules (wire, worker, checker, strict_operators) are files whose code the
+parent compiles and sends in the job, rather than modules this script imports: ``-P -s -S`` keep this script's
+directory, and so the package, off sys.path on purpose, and that directory is inside the repository,
+which step 1 hides. An import would need the repository on sys.path and could resolve at any later
+time, after the hiding or after untrusted code ran. The code instead arrives on stdin with the rest
+of the trusted job, compiled by the parent from the files next to this script (the same interpreter
+runs both sides), and `load_source` runs it: no part of the package is looked up in the filesystem.
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ import marshal
 import os
 import resource
 import select
-import sys
+import socket
 import time
 
 # Every program pays this module's imports, so nothing heavy at run time (typing, signal's enums).
@@ -50,6 +49,7 @@ if TYPE_CHECKING:
     Send = Callable[[bytes, int, bytes], None]
     Describe = Callable[[BaseException], bytes]
 
+SIGXCPU = 24
 MS_RDONLY = 1
 MS_NOSUID = 2
 MS_NODEV = 4
@@ -143,97 +143,43 @@ def make_describer() -> Describe:
     return describe
 
 
-def load_strict_operators(source: str) -> Callable[[], dict[str, Callable[..., object]]]:
-    """Run strict_operators.py's source (sent by the parent) and return its make_strict_helpers.
+def load_source(code: bytes, name: str, namespace: dict[str, object]) -> dict[str, object]:
+    """Run a child-side module (compiled by the parent, marshal'd) in `namespace`, and return it.
 
-    A namespace of its own, as an imported module would have; its filename is not a path, so a
-    traceback never reads a file from the sandbox's /tmp. Called as root, before isolation.
+    Its filename is not a path, so a traceback never reads a file from the sandbox's /tmp. Called
+    as root, before isolation and before any untrusted code.
     """
-    namespace: dict[str, object] = {"__name__": "strict_operators"}
-    exec(compile(source, "<strict_operators>", "exec", dont_inherit=True), namespace)
-    return namespace["make_strict_helpers"]
+    namespace["__name__"] = name
+    # A builtins of its own: a program that patches the `builtins` module in the worker cannot
+    # reach the names these modules use.
+    namespace["__builtins__"] = dict(vars(builtins))
+    exec(marshal.loads(code), namespace)
+    return namespace
 
 
-def run_tests(
-    job: dict[str, object],
-    send: Send,
-    describe: Describe,
-    helpers: dict[str, Callable[..., object]],
-) -> None:
-    """Compile and run the program, the setup and each test; one record per outcome."""
-    _compile = compile
-    _exec = exec
-    _dict = dict
-    _enumerate = enumerate
-    _base_exception = BaseException
-    _encode = str.encode
-    _modules = sys.modules
-    pristine_builtins = _dict(vars(builtins))
-    module_type = type(sys)
+def read_part(fd: int) -> dict[str, object]:
+    """One part of the job: an 8-byte length and a marshal'd dict, read unbuffered from `fd`.
 
-    try:
-        program = _compile(job["program"], "<program>", "exec", dont_inherit=True)
-    except SyntaxError as exc:
-        send(b"S", 0, _encode(f"line {exc.lineno}: {exc.msg}", "utf-8", "replace"))
-        return
-    except (ValueError, MemoryError, RecursionError) as exc:
-        send(b"S", 0, describe(exc))
-        return
-    setup = _compile(job["setup"], "<setup>", "exec", dont_inherit=True)
-    tests = [
-        _compile(t, f"<test {i}>", "exec", dont_inherit=True)
-        for i, t in _enumerate(job["tests"], 1)
-    ]
-    entry_point = job["entry_point"]
+    Unbuffered, so that nothing of the next part (the tests) is read ahead into this process before
+    the program's process is forked from it.
+    """
 
-    # The program gets a module of its own, registered as __main__ so `import __main__` cannot
-    # reach the harness; its name is not "__main__", so an `if __name__ == "__main__":` demo
-    # block (often reading input()) does not run, as in the usual HumanEval-style harnesses.
-    solution = module_type("__solution__")
-    program_ns = solution.__dict__
-    program_ns["__builtins__"] = _dict(pristine_builtins)
-    _modules["__main__"] = solution
-    try:
-        _exec(program, program_ns)
-    except _base_exception as exc:
-        send(b"L", 0, describe(exc))
-        return
+    def exactly(n: int) -> bytes:
+        chunks = []
+        while n:
+            chunk = os.read(fd, min(n, 1 << 20))
+            if not chunk:
+                raise EOFError("the job ended early")
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
 
-    base_ns = _dict(program_ns)
-    if entry_point is not None:
-        if entry_point not in program_ns:
-            missing = f"NameError: entry point {entry_point!r} is not defined"
-            send(b"L", 0, _encode(missing, "utf-8", "replace"))
-            return
-        base_ns["candidate"] = program_ns[entry_point]
-    # Setup and tests live in namespaces the program's functions do not hold (their globals are
-    # program_ns), so `globals()` inside the program cannot replace the helpers.
-    base_ns["__name__"] = "__tests__"
-    base_ns["__builtins__"] = _dict(pristine_builtins)
-    base_ns.update(helpers)
-    try:
-        _exec(setup, base_ns)
-    except _base_exception as exc:
-        send(b"L", 0, b"setup: " + describe(exc))
-        return
-
-    for index, test in _enumerate(tests, 1):
-        test_ns = _dict(base_ns)
-        test_ns["__builtins__"] = _dict(pristine_builtins)
-        test_ns.update(helpers)
-        try:
-            _exec(test, test_ns)
-        except _base_exception as exc:
-            send(b"F", index, describe(exc))
-        else:
-            send(b"P", index, b"")
-    send(b"C", 0, b"")
+    return marshal.loads(exactly(int.from_bytes(exactly(8), "big")))
 
 
-def drop_privileges(job: dict[str, object]) -> None:
-    """In the forked worker, before any untrusted code: rlimits, no new privileges, uid/gid drop."""
+def drop_privileges(limits: dict[str, int], uid: int, workdir: str) -> None:
+    """In a forked child, before any untrusted code: rlimits, no new privileges, uid/gid drop."""
     mb = 1024 * 1024
-    limits = job["limits"]
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_s"], limits["cpu_s"] + 1))
     resource.setrlimit(resource.RLIMIT_AS, (limits["memory_mb"] * mb, limits["memory_mb"] * mb))
@@ -243,13 +189,12 @@ def drop_privileges(job: dict[str, object]) -> None:
     resource.setrlimit(resource.RLIMIT_NPROC, (limits["max_processes"],) * 2)
     if _libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise IsolationError("prctl(PR_SET_NO_NEW_PRIVS) failed")
-    uid = job["uid"]
     os.setgroups([])
     os.setgid(uid)
     os.setuid(uid)
     if os.getuid() != uid or os.geteuid() != uid or os.getegid() != uid:
         raise IsolationError("privilege drop did not take")
-    os.chdir("/tmp")
+    os.chdir(workdir)
     null = os.open("/dev/null", os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
@@ -262,53 +207,129 @@ def describe_status(status: int) -> bytes:
     return b"exit code %d" % os.waitstatus_to_exitcode(status)
 
 
-def supervise(worker: int, send: Send, timeout_s: float) -> None:
-    """As pid 1: wait for the worker to end or the deadline to pass, and say which.
+def reap() -> list[tuple[int, int]]:
+    """(pid, status) of every child that has ended since the last call, without waiting."""
+    ended = []
+    try:
+        while (child := os.waitpid(-1, os.WNOHANG))[0] != 0:
+            ended.append(child)
+    except ChildProcessError:
+        pass  # no children left
+    return ended
 
-    Orphans of the program are re-parented to pid 1; reaping them as they end keeps their zombies
-    from counting against the sandbox uid's RLIMIT_NPROC.
+
+def supervise(worker: int, checker: int, send: Send, timeout_s: float) -> None:
+    """As pid 1: wait for the checker to end or the deadline to pass, and say how the worker ended.
+
+    The checker exits 0 when the run ended normally: pid 1 then exits and the kernel kills the
+    worker. It exits 3 when the worker went away mid-run; pid 1 then reports the worker's end as
+    ``X`` (an exit code or a signal such as SIGXCPU), as the parent expects. Orphans of the program
+    are re-parented to pid 1; reaping them as they end keeps their zombies from counting against
+    the sandbox uid's RLIMIT_NPROC.
     """
     try:
-        pidfd = os.pidfd_open(worker)
+        pidfd = os.pidfd_open(checker)
     except OSError as exc:
         send(b"E", 0, f"pidfd_open (Linux >= 5.3 needed): {exc}".encode())
         return
     deadline = time.monotonic() + timeout_s
+    worker_status: int | None = None
+    checker_status: int | None = None
     while (remaining := deadline - time.monotonic()) > 0:
         select.select([pidfd], [], [], min(remaining, 0.1))
-        while (ended := os.waitpid(-1, os.WNOHANG))[0] != 0:
-            if ended[0] == worker:
-                send(b"X", 0, describe_status(ended[1]))
-                return
+        for pid, status in reap():
+            if pid == worker:
+                worker_status = status
+            elif pid == checker:
+                checker_status = status
+        if checker_status is None:
+            continue
+        if not os.WIFEXITED(checker_status) or os.WEXITSTATUS(checker_status) not in (0, 3):
+            # The checker's own CPU limit reads as the run's (a timeout); anything else is named.
+            status = describe_status(checker_status)
+            send(b"X", 0, status if status == b"signal %d" % SIGXCPU else b"checker " + status)
+            return
+        if os.WEXITSTATUS(checker_status) == 0:
+            return
+        if worker_status is not None:
+            send(b"X", 0, describe_status(worker_status))
+            return
     send(b"T", 0, b"")
 
 
-def main() -> None:
+def start_worker(
+    part: dict[str, object], wire: dict[str, object], worker: dict[str, object], call_fd: int
+) -> int:
+    """Fork the process that runs the program; it keeps only stdout, stderr and `call_fd`."""
+    pid = os.fork()
+    if pid != 0:
+        return pid
     _exit = os._exit
-    job = marshal.loads(sys.stdin.buffer.read())
-    send = make_sender(job.pop("result_fd"), job.pop("nonce").encode())
-    describe = make_describer()
-    make_strict_helpers = load_strict_operators(job.pop("strict_operators"))
     try:
-        isolate_filesystem(job["hidden"], job["keep"], job["uid"], job["tmp_mb"])
+        os.closerange(3, call_fd)
+        os.closerange(call_fd + 1, 65536)
+        drop_privileges(part["limits"], part["worker_uid"], "/tmp")
     except (IsolationError, OSError) as exc:
-        send(b"E", 0, describe(exc))
-        os._exit(1)
+        wire["send_reply"](call_fd, ["error", make_describer()(exc).decode("utf-8", "replace")])
+        _exit(1)
+    try:
+        wire["send_reply"](call_fd, ["ready"])
+        # From here on untrusted code runs: whatever escapes serve just ends the worker.
+        worker["serve"](call_fd, part["program"])
+    finally:
+        _exit(0)
+
+
+def start_checker(
+    part: dict[str, object], checker: dict[str, object], call_fd: int, send: Send
+) -> int:
+    """Fork the trusted process that runs the setup and the tests against the worker's answers."""
+    pid = os.fork()
+    if pid != 0:
+        return pid
+    _exit = os._exit
+    code = 1
+    try:
+        drop_privileges(part["limits"], part["checker_uid"], "/")
+        helpers = checker["make_strict_helpers"]()
+        code = checker["run_checks"](call_fd, part, send, make_describer(), helpers)
+    except (IsolationError, OSError) as exc:
+        send(b"E", 0, make_describer()(exc))
+    finally:
+        _exit(code)
+
+
+def main() -> None:
+    """Read the program's part of the job, isolate, fork the worker; then the tests' part."""
+    _exit = os._exit
+    first = read_part(0)
+    # Every child-side module is compiled here, as root, before anything is hidden or forked.
+    wire = load_source(first.pop("wire"), "wire", {})
+    worker = load_source(first.pop("worker"), "worker", dict(wire))
+    checker = load_source(first.pop("checker"), "checker", dict(wire))
+    strict = load_source(first.pop("strict_operators"), "strict_operators", {})
+    checker["make_strict_helpers"] = strict["make_strict_helpers"]
+    problem = None
+    try:
+        isolate_filesystem(first["hidden"], first["keep"], first["worker_uid"], first["tmp_mb"])
+    except (IsolationError, OSError) as exc:
+        problem = exc
+    checker_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    worker_pid = None
+    if problem is None:
+        worker_pid = start_worker(first, wire, worker, worker_end.fileno())
+    worker_end.close()
+    first.pop("program")
+    second = read_part(0)
+    send = make_sender(first["result_fd"], second.pop("nonce").encode())
+    if problem is not None:
+        send(b"E", 0, make_describer()(problem))
+        _exit(1)
     send(b"R", 0, b"")
-    worker = os.fork()
-    if worker == 0:
-        try:
-            drop_privileges(job)
-        except (IsolationError, OSError) as exc:
-            send(b"E", 0, describe(exc))
-            _exit(1)
-        # From here on untrusted code runs: whatever escapes run_tests (a BaseException from a
-        # signal handler the program installed, a closed result socket) just ends the worker.
-        try:
-            run_tests(job, send, describe, make_strict_helpers())
-        finally:
-            _exit(0)
-    supervise(worker, send, job["timeout_s"])
+    second.update(limits=first["limits"], checker_uid=first["checker_uid"])
+    checker_pid = start_checker(second, checker, checker_end.fileno(), send)
+    checker_end.close()
+    supervise(worker_pid, checker_pid, send, first["timeout_s"])
     _exit(0)
 
 

@@ -2,8 +2,8 @@
 
 The parent checks these preconditions (root, `unshare`, the base interpreter, the child-side files)
 once per process and refuses to run, with SandboxUnavailable saying what is missing, rather than
-fall back to running untrusted code without isolation. Each run then reserves a uid of its own, so
-parallel sandboxes never share RLIMIT_NPROC counts.
+fall back to running untrusted code without isolation. Each run then reserves two uids of its own (the program's
+and the checker's), so parallel sandboxes never share RLIMIT_NPROC counts.
 """
 
 from __future__ import annotations
@@ -20,12 +20,16 @@ from pathlib import Path
 
 from orchestry.envs.code.sandbox.job import SandboxUnavailable
 
-# The child side: the script the base interpreter runs, and the strict operators whose source the
-# parent sends it inside the job (see harness.py for why they are not imported).
+# The child side: the script the base interpreter runs, and the modules whose source the parent
+# sends it inside the job (see harness.py for why they are not imported).
 HARNESS = Path(__file__).with_name("harness.py")
 STRICT_OPERATORS = Path(__file__).with_name("strict_operators.py")
-CHILD_FILES = (HARNESS, STRICT_OPERATORS)
-# Each run gets the first free uid of this range; these uids own no files on the host.
+WIRE = Path(__file__).with_name("wire.py")
+WORKER = Path(__file__).with_name("worker.py")
+CHECKER = Path(__file__).with_name("checker.py")
+CHILD_FILES = (HARNESS, STRICT_OPERATORS, WIRE, WORKER, CHECKER)
+# Each run gets the first free pair of uids of this range (the program's and the checker's); these
+# uids own no files on the host.
 SANDBOX_UID_BASE = 1_900_000_000
 SANDBOX_UID_SLOTS = 256
 
@@ -63,8 +67,8 @@ def preconditions() -> tuple[str | None, str]:
 
 
 @contextlib.contextmanager
-def reserved_uid() -> Iterator[int]:
-    """Hold an exclusive flock on a per-uid lock file, across threads and processes."""
+def reserved_uids() -> Iterator[tuple[int, int]]:
+    """(the program's uid, the checker's uid), held by a flock per slot across threads and processes."""
     lock_dir = Path(tempfile.gettempdir()) / "orchestry-sandbox-uids"
     lock_dir.mkdir(mode=0o700, exist_ok=True)
     for slot in range(SANDBOX_UID_SLOTS):
@@ -75,7 +79,7 @@ def reserved_uid() -> Iterator[int]:
             os.close(fd)
             continue
         try:
-            yield SANDBOX_UID_BASE + slot
+            yield SANDBOX_UID_BASE + 2 * slot, SANDBOX_UID_BASE + 2 * slot + 1
         finally:
             os.close(fd)
         return

@@ -9,6 +9,9 @@ in `harness.py` and `strict_operators.py`.
 
 from __future__ import annotations
 
+import ast
+import builtins
+import functools
 import marshal
 import os
 import secrets
@@ -21,11 +24,14 @@ from pathlib import Path
 
 from orchestry.envs.code.sandbox.hardening import harden_snippet
 from orchestry.envs.code.sandbox.isolation import (
+    CHECKER,
     HARNESS,
     STRICT_OPERATORS,
+    WIRE,
+    WORKER,
     base_python,
     preconditions,
-    reserved_uid,
+    reserved_uids,
 )
 from orchestry.envs.code.sandbox.job import (
     SandboxJob,
@@ -80,11 +86,11 @@ def run_tests_in_sandbox(job: SandboxJob, limits: SandboxLimits) -> TestReport:
     tests = []
     for i, test in enumerate(job.tests, 1):
         try:
-            tests.append(harden_snippet(test))
+            tests.append(compiled_snippet(test, f"<test {i}>"))
         except SyntaxError as exc:
             raise ValueError(f"test {i} of the job is not valid Python: {exc}") from exc
     try:
-        setup = harden_snippet(job.setup)
+        setup = compiled_snippet(job.setup, "<setup>")
     except SyntaxError as exc:
         raise ValueError(f"the job's setup is not valid Python: {exc}") from exc
 
@@ -96,33 +102,40 @@ def run_tests_in_sandbox(job: SandboxJob, limits: SandboxLimits) -> TestReport:
             str(Path(python).parent.parent),
         }
     )
-    nonce = secrets.token_hex(16)
-    # Read on every run, like the harness script itself, so the two child-side files never disagree.
-    strict_operators = STRICT_OPERATORS.read_text(encoding="utf-8")
+    code = _child_code(WIRE, WORKER, CHECKER, STRICT_OPERATORS)
     parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    with parent_end, child_end, reserved_uid() as uid:
-        payload = marshal.dumps(
-            {
-                "nonce": nonce,
-                "result_fd": child_end.fileno(),
-                "strict_operators": strict_operators,
-                "program": job.program,
-                "setup": setup,
-                "tests": tests,
-                "entry_point": job.entry_point,
-                "uid": uid,
-                "hidden": [os.path.realpath(p) for p in limits.hidden_paths],
-                "keep": keep,
-                "tmp_mb": 4 * limits.max_file_mb,
-                "timeout_s": float(limits.timeout_s),
-                "limits": {
-                    "cpu_s": limits.cpu_s,
-                    "memory_mb": limits.memory_mb,
-                    "max_processes": limits.max_processes,
-                    "max_file_mb": limits.max_file_mb,
-                },
-            }
-        )
+    with parent_end, child_end, reserved_uids() as (worker_uid, checker_uid):
+        # The first part is all the program's process ever sees: no test, no nonce. It carries
+        # every child-side source, so pid 1 compiles them all before anything runs.
+        program_part = {
+            "result_fd": child_end.fileno(),
+            "wire": code["wire"],
+            "worker": code["worker"],
+            "checker": code["checker"],
+            "strict_operators": code["strict_operators"],
+            "program": job.program,
+            "worker_uid": worker_uid,
+            "checker_uid": checker_uid,
+            "hidden": [os.path.realpath(p) for p in limits.hidden_paths],
+            "keep": keep,
+            "tmp_mb": 4 * limits.max_file_mb,
+            "timeout_s": float(limits.timeout_s),
+            "limits": {
+                "cpu_s": limits.cpu_s,
+                "memory_mb": limits.memory_mb,
+                "max_processes": limits.max_processes,
+                "max_file_mb": limits.max_file_mb,
+            },
+        }
+        nonce = secrets.token_hex(16)
+        tests_part = {
+            "nonce": nonce,
+            "setup": setup,
+            "tests": tests,
+            "entry_point": job.entry_point,
+            "names": program_names(job.setup, job.tests, job.entry_point),
+        }
+        payload = b"".join(_part(part) for part in (program_part, tests_part))
         try:
             proc = subprocess.Popen(
                 _sandbox_command(unshare, python),
@@ -138,6 +151,8 @@ def run_tests_in_sandbox(job: SandboxJob, limits: SandboxLimits) -> TestReport:
             child_end.close()
         with proc:
             assert proc.stdin is not None
+            # pid 1 reads the first part, forks the program's process, then reads the second;
+            # it prints nothing, so this write cannot wait on the output pipe.
             try:
                 proc.stdin.write(payload)
                 proc.stdin.close()
@@ -147,6 +162,57 @@ def run_tests_in_sandbox(job: SandboxJob, limits: SandboxLimits) -> TestReport:
                 proc, parent_end, nonce.encode(), limits, max_records=4 * len(tests) + 16
             )
     return report_from_records(len(tests), records, output, killed)
+
+
+def _child_code(*files: Path) -> dict[str, bytes]:
+    """Each child-side module compiled here, as marshal'd code (the harness runs it as is).
+
+    Read on every run, like the harness script itself, so the child-side files never disagree;
+    compiled once per text, so a run does not pay for compiling them. A file that does not compile
+    stops the run before anything starts.
+    """
+    out = {}
+    for path in files:
+        try:
+            out[path.stem] = _compiled(path.stem, path.read_text(encoding="utf-8"))
+        except SyntaxError as exc:
+            raise SandboxUnavailable(
+                f"the sandbox's child side {path} does not compile: {exc}"
+            ) from exc
+    return out
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled(name: str, source: str) -> bytes:
+    return marshal.dumps(compile(source, f"<{name}>", "exec", dont_inherit=True))
+
+
+def _part(part: dict[str, object]) -> bytes:
+    data = marshal.dumps(part)
+    return len(data).to_bytes(8, "big") + data
+
+
+@functools.lru_cache(maxsize=4096)
+def compiled_snippet(source: str, filename: str) -> bytes:
+    """A test or setup, hardened and compiled here, as marshal'd code for the checker."""
+    return marshal.dumps(compile(harden_snippet(source), filename, "exec", dont_inherit=True))
+
+
+@functools.lru_cache(maxsize=4096)
+def program_names(setup: str, tests: tuple[str, ...], entry_point: str | None) -> list[str]:
+    """The names the setup and the tests read that the program may define (builtins excluded).
+
+    The checker asks the program's process for these alone and binds them as proxies or values;
+    a program global named like a builtin does not shadow it in the tests.
+    """
+    names: set[str] = set()
+    for snippet in (setup, *tests):
+        for node in ast.walk(ast.parse(snippet)):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                names.add(node.id)
+    if entry_point is not None:
+        names.add(entry_point)
+    return sorted(n for n in names if not hasattr(builtins, n) and not n.startswith("__sandbox_"))
 
 
 def run_many(jobs: Sequence[SandboxJob], limits: SandboxLimits, workers: int) -> list[TestReport]:
