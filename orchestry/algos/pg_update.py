@@ -86,12 +86,14 @@ class Optimizers:
         total: int,
     ) -> Optimizers:
         owners = list(agents[:1] if shared else agents)
-        opts = {
-            a: torch.optim.AdamW(
-                policy.trainable_parameters(a), lr=settings.lr, weight_decay=settings.weight_decay
+        opts = {}
+        for a in owners:
+            params = policy.trainable_parameters(a)
+            # One fused kernel for the whole step on a GPU; the CPU keeps the reference loop.
+            fused = all(p.is_cuda for p in params) or None
+            opts[a] = torch.optim.AdamW(
+                params, lr=settings.lr, weight_decay=settings.weight_decay, fused=fused
             )
-            for a in owners
-        }
         scheds = {
             a: torch.optim.lr_scheduler.LambdaLR(
                 o, lr_lambda(settings.schedule, settings.warmup_steps, total)
@@ -125,7 +127,11 @@ def update_agents(
         agents = list(rows) if settings.shared_adapter else [owner]
         opt.zero_grad(set_to_none=True)
         n_rows = sum(len(rows.get(a, [])) for a in agents)
-        loss_total, kl_total, kl_rows = 0.0, 0.0, 0
+        # Sums stay on the device (float64, summed in order, as Python floats would be): one
+        # host sync per optimizer step instead of one per micro-batch.
+        loss_sum: torch.Tensor | float = 0.0
+        kl_sum: torch.Tensor | float = 0.0
+        kl_rows = 0
         for agent in agents:
             # rows with A == 0 carry no policy gradient; with the KL term every row counts
             live = [
@@ -153,12 +159,13 @@ def update_agents(
                         )
                     kl = kl_k3(tok_logp, ref_logp, mask)
                     loss = loss + settings.kl_coef * kl.mean() * share
-                    kl_total += kl.sum().item()
+                    kl_sum = kl_sum + kl.detach().sum().double()
                     kl_rows += len(chunk)
-                if not torch.isfinite(loss):
-                    raise TrainingFailed(f"non-finite loss for agent {agent}: {loss.item()}")
                 loss.backward()
-                loss_total += loss.item()
+                loss_sum = loss_sum + loss.detach().double()
+        loss_total = float(loss_sum)
+        if not math.isfinite(loss_total):
+            raise TrainingFailed(f"non-finite loss for adapter {owner}: {loss_total}")
         params_list = [p for p in opt.param_groups[0]["params"]]
         grad_norm = torch.nn.utils.clip_grad_norm_(params_list, settings.grad_clip).item()
         if not math.isfinite(grad_norm):
@@ -168,5 +175,5 @@ def update_agents(
         stats[f"loss/{owner}"] = loss_total
         stats[f"grad_norm/{owner}"] = grad_norm
         if settings.kl_coef > 0:
-            stats[f"kl/{owner}"] = kl_total / max(1, kl_rows)
+            stats[f"kl/{owner}"] = float(kl_sum) / max(1, kl_rows)
     return stats

@@ -16,7 +16,7 @@ import torch
 
 from orchestry import paths
 from orchestry.agents.base import SamplingSpec
-from orchestry.agents.lora.base_model import ModelSpec
+from orchestry.agents.lora.base_model import ModelSpec, resolve_device
 from orchestry.agents.lora.team import LoraSpec, TeamPolicy
 from orchestry.algos.magrpo import AdvantageSettings
 from orchestry.algos.pg_update import OptimizerSettings, UpdateSettings
@@ -65,8 +65,16 @@ def make_policy(params: Params) -> TeamPolicy:
         lora_spec(params),
         shared_adapter=m.shared_adapter,
         seed=params.seed,
-        gradient_checkpointing=m.gradient_checkpointing,
+        gradient_checkpointing=gradient_checkpointing(params),
     )
+
+
+def gradient_checkpointing(params: Params) -> bool:
+    """`model.gradient_checkpointing`, with `auto` = on for a CPU (memory), off on a GPU (speed)."""
+    setting = params.model.gradient_checkpointing
+    if setting == "auto":
+        return resolve_device(params.model.device).type == "cpu"
+    return setting
 
 
 def sampling_spec(params: Params) -> SamplingSpec:

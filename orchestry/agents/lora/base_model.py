@@ -195,6 +195,19 @@ def load_base_model(spec: ModelSpec) -> tuple[PreTrainedModel, PreTrainedTokeniz
         kwargs["device_map"] = {"": device.index or 0}
     elif device.type == "cuda":
         kwargs["device_map"] = {"": str(device)}  # straight to the GPU, no host copy
+    if device.type == "cuda":
+        # torch.compile's caches (inductor's FX graphs, kernels and autotuning) live in the
+        # project's cache folder, so every stage process (and every node of a shared file system)
+        # reuses what the first one compiled: the first step of a second process took 51 s instead
+        # of 136 s on an H100 (benchmarks/gpu_step.py, `ours_warm`). An explicit setting wins.
+        os.environ.setdefault(
+            "TORCHINDUCTOR_CACHE_DIR", str(Path(spec.cache_dir).resolve().parent / "torch_compile")
+        )
+        # PyTorch's scaled_dot_product_attention prefers cuDNN on Hopper, which builds a graph per
+        # new shape on the host: 2.5 ms (forward) and 3.9 ms (backward) of CPU per call measured on
+        # an H100 in one update (benchmarks/gpu_step.py --profile), against ~20 us of GPU work.
+        # The memory-efficient kernel takes over, with the same results up to rounding.
+        torch.backends.cuda.enable_cudnn_sdp(False)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
         model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
