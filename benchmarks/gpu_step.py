@@ -17,10 +17,10 @@ each between CUDA synchronisations. Each variant runs in a process of its own:
 
     python benchmarks/gpu_step.py --out results/bench/gpu_step.json --variants ours,ours_warm,nf4,comlrl
 
-Writes the step's medians over the steady steps (all but the first, and with `--profile` all but
-the last, which runs under torch.profiler), GPU utilisation sampled with
-nvidia-smi every 100 ms over the steady steps, peak GPU memory, the first step's extra time
-(compilation and warm-up) and the ratio to CoMLRL. A variant whose packages are missing is recorded
+Writes the step's medians over the steady steps (all but the first two, which compile, and with
+`--profile` all but the last, which runs under torch.profiler), GPU utilisation sampled with
+nvidia-smi every 100 ms over the steady steps, peak GPU memory, the warm-up steps' extra time
+(compilation) and the ratio to CoMLRL. A variant whose packages are missing is recorded
 with its error instead of numbers.
 """
 
@@ -173,29 +173,40 @@ def run_ours(job: dict[str, Any]) -> dict[str, Any]:
     if sampler:
         sampler.stop()
     steps = [h["step_seconds"] for h in history]
-    # Steady steps: all but the first (compilation); with --profile the last (profiled) too.
-    last = -1 if job.get("profile") and len(steps) > 2 else None
-    steady = slice(1, last) if len(steps) > 1 else slice(None)
+    last = -1 if job.get("profile") and len(steps) > WARMUP_STEPS + 1 else None
+    first = marks[min(WARMUP_STEPS, len(marks) - 1)]
     out = {
         "setup_s": setup_s,
         "step_s": steps,
         **{f"{name}_s": clock for name, clock in phases.items()},
         "new_tokens": tokens,
-        "gpu_util": (
-            sampler.mean(marks[1] if len(marks) > 1 else marks[0], marks[-1] if last else end)
-            if sampler
-            else None
-        ),
+        "gpu_util": (sampler.mean(first, marks[-1] if last else end) if sampler else None),
         "peak_gpu_mb": torch.cuda.max_memory_allocated() / 2**20 if cuda else None,
         "peak_gpu_reserved_mb": torch.cuda.max_memory_reserved() / 2**20 if cuda else None,
     }
-    out["step_seconds"] = statistics.median(steps[steady])
-    for name in phases:
-        out[f"{name}_seconds"] = statistics.median(phases[name][steady])
-    gen = sum(phases["generation"][steady])
-    out["generation_tokens_per_s"] = sum(tokens[steady]) / gen if gen else None
-    out["compile_seconds"] = steps[0] - out["step_seconds"]
+    out["profiled_last_step"] = bool(last)
     out.update(profiles)
+    return summarize_ours(out)
+
+
+WARMUP_STEPS = 2
+"""Steps counted as warm-up: on an H100 the first two steps compiled the generation graphs for the
+first prompt-length buckets (138 s and 44 s, then 6-16 s); later steps are the steady ones."""
+
+
+def summarize_ours(out: dict[str, Any]) -> dict[str, Any]:
+    """Medians over the steady steps (after the warm-up, without a profiled last step)."""
+    steps = out["step_s"]
+    warm = WARMUP_STEPS if len(steps) > WARMUP_STEPS else min(1, len(steps) - 1)
+    end = -1 if out.get("profiled_last_step") and len(steps) - warm > 1 else None
+    steady = slice(warm, end)
+    out["steady_steps"] = len(steps[steady])
+    out["step_seconds"] = statistics.median(steps[steady])
+    for name in ("generation", "sandbox", "update"):
+        out[f"{name}_seconds"] = statistics.median(out[f"{name}_s"][steady])
+    gen = out["generation_seconds"]
+    out["generation_tokens_per_s"] = statistics.median(out["new_tokens"][steady]) / gen
+    out["compile_seconds"] = sum(steps[:warm]) - warm * out["step_seconds"]
     return out
 
 
@@ -250,10 +261,16 @@ def main() -> None:
     parser.add_argument(
         "--profile", action="store_true", help="torch.profiler tables of the last update"
     )
+    parser.add_argument(
+        "--resummarize", type=Path, help="recompute the summaries of a written report and exit"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--job", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.out = args.out.resolve()
+    if args.resummarize:
+        resummarize(args.resummarize.resolve())
+        return
     os.chdir(REPO)
     if args.child:
         job = json.loads(args.job.read_text())
@@ -295,13 +312,33 @@ def main() -> None:
 
     import torch
 
+    report["device"] = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
+    report["settings"] = {
+        "steps": args.steps,
+        "problems_per_step": args.problems_per_step,
+        "group_size": args.group_size,
+        "max_new_tokens": args.max_new_tokens,
+        "forced_new_tokens": args.max_new_tokens,
+        "set": args.set,
+        "plan": job["plan"],
+    }
+    report["machine"] = {
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "torch": torch.__version__,
+    }
+    write(report, args.out)
+
+
+def write(report: dict[str, Any], out: Path) -> None:
+    """The top-level keys from the variants' numbers, then the file."""
     ours = report["variants"].get("ours", {})
     theirs = report["variants"].get("comlrl", {})
     nf4 = report["variants"].get("nf4", {})
     warm = report["variants"].get("ours_warm", {})
+    steps_ours, steps_theirs = ours.get("step_seconds"), theirs.get("step_seconds")
     report.update(
-        device=torch.cuda.get_device_name(0) if args.device == "cuda" else platform.processor(),
-        step_seconds=ours.get("step_seconds"),
+        step_seconds=steps_ours,
         generation_seconds=ours.get("generation_seconds"),
         sandbox_seconds=ours.get("sandbox_seconds"),
         update_seconds=ours.get("update_seconds"),
@@ -310,32 +347,25 @@ def main() -> None:
         peak_gpu_mb=ours.get("peak_gpu_mb"),
         compile_seconds=ours.get("compile_seconds"),
         compile_seconds_second_process=warm.get("compile_seconds"),
-        comlrl_step_seconds=theirs.get("step_seconds"),
-        ratio_vs_comlrl=(
-            ours["step_seconds"] / theirs["step_seconds"]
-            if ours.get("step_seconds") and theirs.get("step_seconds")
-            else None
-        ),
+        comlrl_step_seconds=steps_theirs,
+        ratio_vs_comlrl=steps_ours / steps_theirs if steps_ours and steps_theirs else None,
         nf4_step_seconds=nf4.get("step_seconds"),
         nf4_peak_gpu_mb=nf4.get("peak_gpu_mb"),
-        settings={
-            "steps": args.steps,
-            "problems_per_step": args.problems_per_step,
-            "group_size": args.group_size,
-            "max_new_tokens": args.max_new_tokens,
-            "forced_new_tokens": args.max_new_tokens,
-            "set": args.set,
-            "plan": job["plan"],
-        },
-        machine={
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "torch": torch.__version__,
-        },
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in report.items() if k != "variants"}, indent=2))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(
+        json.dumps({k: v for k, v in report.items() if k not in ("variants", "settings")}, indent=2)
+    )
+
+
+def resummarize(path: Path) -> None:
+    """Recompute the summaries of a written report from its per-step numbers (no GPU needed)."""
+    report = json.loads(path.read_text())
+    for name, variant in report["variants"].items():
+        if name != "comlrl" and "step_s" in variant:
+            summarize_ours(variant)
+    write(report, path)
 
 
 if __name__ == "__main__":
