@@ -8,7 +8,8 @@ tests/test_params.py) fail when README.md is stale.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal, get_args, get_origin
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel
@@ -52,6 +53,10 @@ def _type_text(annotation: Any, nested_path: str | None = None) -> str:
         key = _type_text(args[0]).removeprefix("one of ")
         value = f"`{nested_path}`" if nested_path else _type_text(args[1])
         return f"map {key} → {value}"
+    if origin is Annotated:  # PositiveInt and the like: the base type and its bounds
+        return _type_text(args[0]) + _bounds_text(list(args[1:]))
+    if args and origin in (Union, UnionType):  # int ≥ 1 or `auto`
+        return " or ".join(_type_text(a).removeprefix("one of ") for a in args)
     return getattr(annotation, "__name__", str(annotation))
 
 

@@ -7,9 +7,10 @@ too (`python -m orchestry schema`), and the tests check that params.yaml sets ex
 
 from __future__ import annotations
 
+import os
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 BASELINE_NAMES = ("single", "naive_concat", "sequential", "discussion")
 
@@ -123,7 +124,16 @@ class SandboxParams(Section):
     max_output_kb: int = Field(
         32, ge=1, description="stdout and stderr kept, in KiB; the rest is discarded."
     )
-    workers: int = Field(2, ge=1, description="Programs tested concurrently.")
+    workers: PositiveInt | Literal["auto"] = Field(
+        "auto",
+        description="Programs tested concurrently; `auto` = the CPU cores this process may use "
+        "(2 on the reference machine; a lent 16-core GPU machine stalled a step for 10 s on "
+        "programs that ran into the timeout with 2).",
+    )
+
+    def worker_count(self) -> int:
+        """`workers`, with `auto` resolved to the CPU cores this process may use."""
+        return self.workers if self.workers != "auto" else len(os.sched_getaffinity(0))
 
 
 class SetSplit(Section):
@@ -230,11 +240,11 @@ class TrainParams(Section):
         "constant",
         description="Learning rate after warm-up: constant, or decaying to 0 at the last step.",
     )
-    microbatch: int = Field(
-        8,
-        ge=1,
+    microbatch: PositiveInt | Literal["auto"] = Field(
+        "auto",
         description="Rows per forward/backward pass in the update (memory vs. speed; the "
-        "step's gradient is the same for any value up to float rounding).",
+        "step's gradient is the same for any value up to float rounding). `auto` = 8 on a CPU, "
+        "64 on a GPU (H100, embedded model: update 0.9 s at 64 against 4.5 s at 8).",
     )
     checkpoint_every: int = Field(
         5, ge=1, description="Steps between checkpoints (a killed run resumes from the last one)."

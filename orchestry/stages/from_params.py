@@ -69,6 +69,14 @@ def make_policy(params: Params) -> TeamPolicy:
     )
 
 
+def microbatch(params: Params) -> int:
+    """`train.microbatch`, with `auto` = 8 rows on a CPU, 64 on a GPU."""
+    setting = params.train.microbatch
+    if setting == "auto":
+        return 64 if resolve_device(params.model.device).type == "cuda" else 8
+    return setting
+
+
 def gradient_checkpointing(params: Params) -> bool:
     """`model.gradient_checkpointing`, with `auto` = on for a CPU (memory), off on a GPU (speed)."""
     setting = params.model.gradient_checkpointing
@@ -120,7 +128,7 @@ def update_settings(params: Params) -> UpdateSettings:
         logprob_reduction=t.logprob_reduction,
         kl_coef=t.kl_coef,
         grad_clip=t.grad_clip,
-        microbatch=t.microbatch,
+        microbatch=microbatch(params),
         shared_adapter=params.model.shared_adapter,
     )
 
@@ -132,7 +140,7 @@ def make_env(params: Params, training: bool = True) -> CodeEnv:
         Roles.from_agents(params.model.agents),
         RewardWeights(**params.reward.model_dump()),
         sandbox_limits(params),
-        params.sandbox.workers,
+        params.sandbox.worker_count(),
         params.train.feedback if training else None,
         rename_lone_helper=params.env.rename_lone_helper,
     )

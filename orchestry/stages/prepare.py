@@ -41,7 +41,7 @@ def run(params: Params) -> None:
         raise ValueError("prepare.sets selects no problems; give some set n_train or n_test > 0")
     # the sandbox section as limits (stages/from_params.py would pull the model stack into prepare)
     limits = SandboxLimits(**params.sandbox.model_dump(exclude={"workers"}))
-    workers = params.sandbox.workers
+    workers = params.sandbox.worker_count()
     train = with_helper_tests(train, limits, workers)
     test = with_helper_tests(test, limits, workers)
     io.write_jsonl(paths.split("train"), [problem_to_dict(p) for p in train])

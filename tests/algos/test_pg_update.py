@@ -1,5 +1,7 @@
 """The update step on the real LoRA team: a non-finite loss stops training before any weight moves."""
 
+import os
+
 import pytest
 import torch
 
@@ -8,6 +10,7 @@ from orchestry.params import parse_params
 from orchestry.stages.from_params import (
     gradient_checkpointing,
     make_policy,
+    microbatch,
     optimizer_settings,
     update_settings,
 )
@@ -58,3 +61,12 @@ def test_gradient_checkpointing_auto_is_on_for_a_cpu_only():
         gradient_checkpointing(parse_params({"model": {"gradient_checkpointing": False}})) is False
     )
     assert gradient_checkpointing(parse_params({"model": {"gradient_checkpointing": True}})) is True
+
+
+def test_microbatch_and_sandbox_workers_auto():
+    assert microbatch(parse_params({})) == 8  # a CPU here
+    assert microbatch(parse_params({"train": {"microbatch": 32}})) == 32
+    assert parse_params({}).sandbox.worker_count() == len(os.sched_getaffinity(0))
+    assert parse_params({"sandbox": {"workers": 3}}).sandbox.worker_count() == 3
+    with pytest.raises(Exception, match="microbatch"):
+        parse_params({"train": {"microbatch": 0}})
