@@ -46,6 +46,14 @@ from orchestry.stages.from_params import sandbox_limits  # noqa: E402
 PACKAGE = "orchestry/envs/code/sandbox"
 
 
+def cpu_model() -> str:
+    """The processor's name from /proc/cpuinfo (platform.processor() is often empty on Linux)."""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.partition(":")[2].strip()
+    return platform.machine()
+
+
 def legacy_sandbox(rev: str, into: Path):
     """The sandbox package as it was at `rev`, importable as `legacy_sandbox`."""
     names = subprocess.run(
@@ -186,7 +194,7 @@ def main() -> None:
                     timings[name][side].append(seconds)
 
     result = {
-        "machine": f"{platform.processor() or platform.machine()}, {platform.node()}",
+        "machine": cpu_model(),
         "cpu_count": len(__import__("os").sched_getaffinity(0)),
         "legacy_rev": args.legacy_rev,
         "workers": args.workers,
