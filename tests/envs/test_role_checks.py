@@ -104,3 +104,42 @@ def test_derived_unit_tests_survive_the_prepared_file(problems):
 
     for p in problems[:3]:
         assert problem_from_dict(json.loads(json.dumps(problem_to_dict(p)))) == p
+
+
+def test_env_score_runs_rewards_and_role_checks_in_one_batch_with_the_same_results(problems):
+    """CodeEnv.score plans both kinds of jobs and runs them together; the outcomes are those of
+    scoring and checking separately. A hanging main runs into its timeout in both batches."""
+    from orchestry.envs.base import Roles
+    from orchestry.envs.code.env import CodeEnv
+    from orchestry.envs.code.reward import RewardWeights, score_joint_actions
+
+    weights = RewardWeights(
+        aux_defined=0.4,
+        main_defined=0.6,
+        syntax=0.5,
+        tests=1.0,
+        coop_call=0.5,
+        coop_nontrivial=1.0,
+        ignored_penalty=0.5,
+    )
+    two_role = [p for p in problems if len(p.helpers) == 1][:3]
+    lim = limits(timeout_s=2.0, cpu_s=2)
+    hang = f"def {two_role[0].main.name}(*args):\n    while args:\n        pass\n    return ''\n"
+    actions = [_action(p, [p.helpers[0].reference], p.main.reference) for p in two_role]
+    actions += [_action(two_role[0], [two_role[0].helpers[0].reference], hang)]
+    actions += [_action(two_role[1], ["def aux(x):\n    return x\n"], two_role[1].main.reference)]
+    env = CodeEnv(Roles.from_agents(["aux", "main"]), weights, lim, 2, rename_lone_helper=False)
+    outcomes = env.score(
+        [(a.problem, {"aux": a.helper_codes[0], "main": a.main_code}) for a in actions]
+    )
+    scored = score_joint_actions(actions, weights, lim, 2)
+    checks = check_roles(actions, lim, 2)
+    assert [o.total for o in outcomes] == [r.total for r, _ in scored]
+    assert [o.record["aux_correct"] for o in outcomes] == [c.aux_correct for c in checks]
+    assert [o.record["main_correct_ref_aux"] for o in outcomes] == [
+        c.main_correct_with_reference_aux for c in checks
+    ]
+    assert [o.record["n_passed"] for o in outcomes] == [r.n_passed if r else 0 for _, r in scored]
+    assert outcomes[0].record["correct"] and not outcomes[3].record["correct"]
+    assert outcomes[3].record["main_correct_ref_aux"] is False  # the hanging main, both times
+    assert outcomes[4].record["aux_correct"] == 0.0

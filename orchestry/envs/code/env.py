@@ -18,10 +18,10 @@ from orchestry.envs.code.reward import (
     JointAction,
     RewardBreakdown,
     RewardWeights,
-    score_joint_actions,
+    plan_rewards,
 )
-from orchestry.envs.code.role_checks import RoleChecks, check_roles
-from orchestry.envs.code.sandbox import SandboxLimits, TestReport
+from orchestry.envs.code.role_checks import RoleChecks, plan_role_checks
+from orchestry.envs.code.sandbox import SandboxLimits, TestReport, run_many
 
 FEEDBACK_MODES = ("level_feedback", "plain", "expert_edits")
 
@@ -73,8 +73,13 @@ class CodeEnv:
             JointAction(p, tuple(code[a] for a in self.roles.helpers), code[self.roles.main])
             for p, code in batch
         ]
-        scored = score_joint_actions(actions, self.weights, self.limits, self.workers)
-        checks = check_roles(actions, self.limits, self.workers)
+        # One batch for the rewards' and the role checks' programs: a program that runs into its
+        # timeout in both costs the step one timeout, not two in a row.
+        reward_jobs, finish_rewards = plan_rewards(actions, self.weights)
+        check_jobs, finish_checks = plan_role_checks(actions)
+        reports = run_many([*reward_jobs, *check_jobs], self.limits, self.workers)
+        scored = finish_rewards(reports[: len(reward_jobs)])
+        checks = finish_checks(reports[len(reward_jobs) :])
         return [
             self._outcome(action, reward, report, check)
             for action, (reward, report), check in zip(actions, scored, checks, strict=True)

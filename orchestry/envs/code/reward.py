@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import ast
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from orchestry.envs.code.aux_use import USES, analyse_aux_use
@@ -148,6 +148,10 @@ def code_facts(
     )
 
 
+Scored = tuple[RewardBreakdown, TestReport | None]
+"""A joint action's reward and its sandbox report (None when its program did not run)."""
+
+
 def level_reward(facts: CodeFacts, report: TestReport | None, w: RewardWeights) -> RewardBreakdown:
     """The level reward of one joint action given its code facts and test report (None: not run)."""
     n_helpers = max(len(facts.helpers), 1)
@@ -210,6 +214,15 @@ def score_joint_actions(
     actions: Sequence[JointAction], w: RewardWeights, limits: SandboxLimits, workers: int
 ) -> list[tuple[RewardBreakdown, TestReport | None]]:
     """Reward many joint actions; programs that parse and define main run in the sandbox in parallel."""
+    jobs, finish = plan_rewards(actions, w)
+    return finish(run_many(jobs, limits, workers))
+
+
+def plan_rewards(
+    actions: Sequence[JointAction], w: RewardWeights
+) -> tuple[list[SandboxJob], Callable[[Sequence[TestReport]], list[Scored]]]:
+    """(the sandbox jobs the rewards need, `finish(their reports) -> rewards`), so that the caller
+    can run them in one batch with other jobs (`CodeEnv.score` adds the role checks')."""
     facts = [a.facts() for a in actions]
     to_run = [i for i, f in enumerate(facts) if f.main_defined and f.parses]
     jobs = [
@@ -221,7 +234,11 @@ def score_joint_actions(
         )
         for i in to_run
     ]
-    reports: list[TestReport | None] = [None] * len(actions)
-    for i, rep in zip(to_run, run_many(jobs, limits, workers), strict=True):
-        reports[i] = rep
-    return [(level_reward(f, r, w), r) for f, r in zip(facts, reports, strict=True)]
+
+    def finish(run: Sequence[TestReport]) -> list[Scored]:
+        reports: list[TestReport | None] = [None] * len(actions)
+        for i, rep in zip(to_run, run, strict=True):
+            reports[i] = rep
+        return [(level_reward(f, r, w), r) for f, r in zip(facts, reports, strict=True)]
+
+    return jobs, finish

@@ -13,11 +13,11 @@ one batch run once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from orchestry.envs.code.reward import JointAction, joint_program
-from orchestry.envs.code.sandbox import SandboxJob, SandboxLimits, run_many
+from orchestry.envs.code.sandbox import SandboxJob, SandboxLimits, TestReport, run_many
 
 UNIT_TEST_SETUP = "import math"
 """Derived unit tests compare floats with math.isclose."""
@@ -39,6 +39,14 @@ def check_roles(
     actions: Sequence[JointAction], limits: SandboxLimits, workers: int
 ) -> list[RoleChecks]:
     """Role checks of many joint actions, run in the sandbox in one parallel batch."""
+    jobs, finish = plan_role_checks(actions)
+    return finish(run_many(jobs, limits, workers))
+
+
+def plan_role_checks(
+    actions: Sequence[JointAction],
+) -> tuple[list[SandboxJob], Callable[[Sequence[TestReport]], list[RoleChecks]]]:
+    """(the distinct sandbox jobs the role checks need, `finish(their reports) -> checks`)."""
     jobs: dict[SandboxJob, int] = {}
 
     def job_index(job: SandboxJob) -> int:
@@ -64,13 +72,16 @@ def check_roles(
                     SandboxJob(program, problem.tests, problem.setup, problem.main.name)
                 )
         plans.append((aux_plan, main_plan))
-    reports = run_many(list(jobs), limits, workers)
-    passed = [bool(r.passed) and all(r.passed) for r in reports]
-    out = []
-    for aux_plan, main_plan in plans:
-        aux = None
-        if aux_plan is not None:
-            aux = sum(i is not None and passed[i] for i in aux_plan) / len(aux_plan)
-        main = main_plan if main_plan is None or main_plan is False else passed[main_plan]
-        out.append(RoleChecks(aux, main))
-    return out
+
+    def finish(reports: Sequence[TestReport]) -> list[RoleChecks]:
+        passed = [bool(r.passed) and all(r.passed) for r in reports]
+        out = []
+        for aux_plan, main_plan in plans:
+            aux = None
+            if aux_plan is not None:
+                aux = sum(i is not None and passed[i] for i in aux_plan) / len(aux_plan)
+            main = main_plan if main_plan is None or main_plan is False else passed[main_plan]
+            out.append(RoleChecks(aux, main))
+        return out
+
+    return list(jobs), finish
