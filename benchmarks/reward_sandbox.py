@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -112,9 +113,9 @@ def legacy_job(legacy, job: sandbox.SandboxJob):
     return legacy.SandboxJob(job.program, job.tests, job.setup, job.entry_point)
 
 
-def timed(run, jobs, limits, workers) -> tuple[float, list]:
+def timed(run, jobs, workers) -> tuple[float, list]:
     start = time.perf_counter()
-    reports = run(jobs, limits, workers)
+    reports = run(jobs, workers)
     return time.perf_counter() - start, reports
 
 
@@ -145,16 +146,17 @@ def main() -> None:
             **{f: getattr(limits, f) for f in limits.__dataclass_fields__}
         )
 
-        def run_old(jobs, lim, workers):
+        def run_old(jobs, workers):
             return legacy.run_many([legacy_job(legacy, j) for j in jobs], old_limits, workers)
 
-        def run_new(jobs, lim, workers):
+        def run_new(jobs, workers):
             return sandbox.run_many(jobs, limits, workers)
 
         # Equivalence: everything stored, every reference.
-        corpus = stored_programs(by_id) + reference_jobs(every)
-        _, old_reports = timed(run_old, corpus, limits, args.workers)
-        _, new_reports = timed(run_new, corpus, limits, args.workers)
+        stored, references = stored_programs(by_id), reference_jobs(every)
+        corpus = stored + references
+        _, old_reports = timed(run_old, corpus, args.workers)
+        _, new_reports = timed(run_new, corpus, args.workers)
         differ = [
             {
                 "program": j.program[:400],
@@ -170,17 +172,13 @@ def main() -> None:
             o.first_failure != n.first_failure
             for o, n in zip(old_reports, new_reports, strict=True)
         )
-        references = reference_jobs(every)
         reference_failures = [
             j.program[:200]
-            for j, r in zip(
-                corpus[-len(references) :], new_reports[-len(references) :], strict=True
-            )
+            for j, r in zip(references, new_reports[len(stored) :], strict=True)
             if not all(r.passed)
         ]
 
         # Throughput: the reward workload, alternating old and new.
-        stored = stored_programs(by_id)
         workloads = {
             "rollouts": [stored[i % len(stored)] for i in range(args.programs)],
             "references": [references[i % len(references)] for i in range(args.programs)],
@@ -190,12 +188,12 @@ def main() -> None:
             timings[name] = {"old": [], "new": []}
             for _ in range(args.repeats):
                 for side, run in (("old", run_old), ("new", run_new)):
-                    seconds, _ = timed(run, jobs, limits, args.workers)
+                    seconds, _ = timed(run, jobs, args.workers)
                     timings[name][side].append(seconds)
 
     result = {
         "machine": cpu_model(),
-        "cpu_count": len(__import__("os").sched_getaffinity(0)),
+        "cpu_count": len(os.sched_getaffinity(0)),
         "legacy_rev": args.legacy_rev,
         "workers": args.workers,
         "equivalence": {
