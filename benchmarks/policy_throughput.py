@@ -1,7 +1,8 @@
 """Rollout throughput and memory: our TeamPolicy versus the published MAGRPO code's way.
 
 Ours: one frozen base model + one LoRA adapter per agent; all agents x problems x G samples in one
-batched generate (eager, mixed adapters) or one static-cache, compiled call per adapter (fast).
+batched call: eager `generate` with mixed adapters (eager), our decode loop replayed as a CUDA graph
+with mixed adapters (graph), or one static-cache, compiled `generate` per adapter (static).
 Published way: one full model per agent (two full copies), eager `generate` per agent and per
 problem with `num_return_sequences=G`.
 
@@ -11,7 +12,7 @@ after loading, after one rollout and after one training step (log-probs with gra
 
     python benchmarks/policy_throughput.py --out results/bench/policy_throughput.json
     python benchmarks/policy_throughput.py --out cuda.json --device cuda --dtype bfloat16 \
-        --paths eager,fast,published
+        --paths eager,graph,static,published
 
 Prints a table and writes JSON to --out. This is a benchmark, not a test.
 """
@@ -39,6 +40,8 @@ from orchestry.agents.lora.team import TeamPolicy
 from orchestry.params import Params
 from orchestry.stages.from_params import lora_spec
 
+OURS = ("eager", "graph", "static")
+"""Our generation paths (orchestry.agents.lora.generation.PATHS)."""
 AGENTS = ("aux", "main")
 PROBLEMS = (
     "Write a function that returns the n-th Fibonacci number.",
@@ -85,11 +88,11 @@ def cut_at_eos(ids: list[int], eos: int) -> list[int]:
 
 
 def team_rollout(
-    policy: TeamPolicy, problems: list[str], group: int, sampling: SamplingSpec, fast: bool
+    policy: TeamPolicy, problems: list[str], group: int, sampling: SamplingSpec, path: str
 ) -> tuple[list[list[int]], list[list[list[int]]], int]:
     """One rollout step with our policy; returns prompts, completions per request, token count."""
     requests = [GenRequest(a, messages(p, a), group) for p in problems for a in AGENTS]
-    gens = policy.generate(requests, sampling, fast=fast)
+    gens = policy.generate(requests, sampling, path=path)
     return (
         [g.prompt_ids for g in gens],
         [g.token_ids for g in gens],
@@ -158,17 +161,16 @@ def time_paths(args: argparse.Namespace, spec: ModelSpec, sampling: SamplingSpec
     problems = list(PROBLEMS[: args.problems])
     device = torch.device("cuda" if spec.device != "cpu" and torch.cuda.is_available() else "cpu")
     results: dict[str, Any] = {}
-    ours = [p for p in args.paths if p in ("eager", "fast")]
+    ours = [p for p in args.paths if p in OURS]
     if ours:
         policy = TeamPolicy(spec, AGENTS, LORA, seed=0)
         for path in ours:
-            fast = path == "fast"
-            calls = len(AGENTS) if fast else 1
+            calls = len(AGENTS) if path == "static" else 1
             start = time.perf_counter()
-            team_rollout(policy, problems, args.group_size, sampling, fast)
+            team_rollout(policy, problems, args.group_size, sampling, path)
             warmup = time.perf_counter() - start
             results[f"team_{path}"] = measure(
-                lambda fast=fast: team_rollout(policy, problems, args.group_size, sampling, fast)[
+                lambda path=path: team_rollout(policy, problems, args.group_size, sampling, path)[
                     2
                 ],
                 args.repeats,
@@ -303,13 +305,15 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--group-size", type=int, default=4, help="G samples per agent and problem")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--paths", default="eager,published", help="of eager, fast, published")
+    parser.add_argument(
+        "--paths", default="eager,published", help=f"of {', '.join(OURS)}, published"
+    )
     parser.add_argument("--no-rss", action="store_true", help="skip the peak-memory subprocesses")
     parser.add_argument("--rss-child", choices=("team", "published"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.paths = [p for p in args.paths.split(",") if p]
-    if not set(args.paths) <= {"eager", "fast", "published"} or args.problems > len(PROBLEMS):
-        parser.error(f"--paths must name eager, fast, published; --problems <= {len(PROBLEMS)}")
+    if not set(args.paths) <= {*OURS, "published"} or args.problems > len(PROBLEMS):
+        parser.error(f"--paths must name {OURS} or published; --problems <= {len(PROBLEMS)}")
     return args
 
 

@@ -3,6 +3,10 @@
 Each agent's adapter is stepped on its own completions, -A * log pi (`magrpo.policy_loss`), averaged
 over all of that adapter's rows of the step; with a shared adapter one optimizer sees every agent's
 rows. Rows whose advantage is 0 carry no policy gradient and are skipped (unless the KL term is on).
+
+Data-parallel (several processes, each with its share of the step's rows): the `ranks` reduction
+sums the row counts first, so every rank divides by the step's global count, then sums the gradients
+before the clip, so every rank's optimizer takes the same step as one process holding all the rows.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from orchestry.algos.magrpo import Row, kl_k3, policy_loss
 
 
 class TrainingFailed(RuntimeError):
-    """The loss went non-finite or training made no progress it should have."""
+    """The loss went non-finite, training made no progress it should have, or cannot start as set up."""
 
 
 class Trainable(Protocol):
@@ -34,6 +38,16 @@ class Trainable(Protocol):
         grad: bool = ...,
         reference: bool = ...,
     ) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+class StepReduction(Protocol):
+    """How data-parallel ranks combine one update (`agents/lora/dist.World` implements it).
+
+    Every rank calls each method in the same order, also a rank without rows of its own."""
+
+    def sum_values(self, values: Sequence[float]) -> list[float]: ...
+
+    def sum_grads(self, params: Sequence[torch.nn.Parameter]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -120,27 +134,38 @@ def update_agents(
     opts: Optimizers,
     rows: dict[str, list[Row]],
     settings: UpdateSettings,
+    ranks: StepReduction | None = None,
 ) -> dict[str, float]:
-    """One optimizer step per adapter on -A * log pi; rows with A == 0 or no tokens carry no gradient."""
+    """One optimizer step per adapter on -A * log pi; rows with A == 0 or no tokens carry no gradient.
+
+    `ranks`: the data-parallel reduction when `rows` are this process's share of the step (None: this
+    process holds all of them). Losses and stats are then the step's, over every rank's rows.
+    """
     stats: dict[str, float] = {}
     for owner, opt in opts.optimizers.items():
         agents = list(rows) if settings.shared_adapter else [owner]
         opt.zero_grad(set_to_none=True)
         n_rows = sum(len(rows.get(a, [])) for a in agents)
+        # rows with A == 0 carry no policy gradient; with the KL term every row counts
+        live = {
+            a: [
+                r
+                for r in rows.get(a, [])
+                if len(r[1]) > 0 and (r[2] != 0.0 or settings.kl_coef > 0)
+            ]
+            for a in agents
+        }
+        n_live = sum(len(v) for v in live.values())
+        if ranks is not None:  # the loss averages over every rank's rows of this adapter
+            n_rows, n_live = (round(v) for v in ranks.sum_values([n_rows, n_live]))
         # Sums stay on the device (float64, summed in order, as Python floats would be): one
         # host sync per optimizer step instead of one per micro-batch.
         loss_sum: torch.Tensor | float = 0.0
         kl_sum: torch.Tensor | float = 0.0
         kl_rows = 0
         for agent in agents:
-            # rows with A == 0 carry no policy gradient; with the KL term every row counts
-            live = [
-                r
-                for r in rows.get(agent, [])
-                if len(r[1]) > 0 and (r[2] != 0.0 or settings.kl_coef > 0)
-            ]
-            for i in range(0, len(live), settings.microbatch):
-                chunk = live[i : i + settings.microbatch]
+            for i in range(0, len(live[agent]), settings.microbatch):
+                chunk = live[agent][i : i + settings.microbatch]
                 prompts, completions = [r[0] for r in chunk], [r[1] for r in chunk]
                 tok_logp, mask = policy.token_logprobs(agent, prompts, completions, grad=True)
                 adv = torch.tensor(
@@ -163,10 +188,15 @@ def update_agents(
                     kl_rows += len(chunk)
                 loss.backward()
                 loss_sum = loss_sum + loss.detach().double()
+        params_list = [p for p in opt.param_groups[0]["params"]]
+        if ranks is not None:
+            # Every rank decides on the same global values below, so all raise or all step together.
+            loss_sum, kl_sum, kl_rows = ranks.sum_values([float(loss_sum), float(kl_sum), kl_rows])
+            if n_live:  # with no live row anywhere no rank has a gradient: leave them all None
+                ranks.sum_grads(params_list)
         loss_total = float(loss_sum)
         if not math.isfinite(loss_total):
             raise TrainingFailed(f"non-finite loss for adapter {owner}: {loss_total}")
-        params_list = [p for p in opt.param_groups[0]["params"]]
         grad_norm = torch.nn.utils.clip_grad_norm_(params_list, settings.grad_clip).item()
         if not math.isfinite(grad_norm):
             raise TrainingFailed(f"non-finite gradient norm for adapter {owner}")

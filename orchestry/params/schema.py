@@ -249,6 +249,14 @@ class TrainParams(Section):
     checkpoint_every: int = Field(
         5, ge=1, description="Steps between checkpoints (a killed run resumes from the last one)."
     )
+    processes: PositiveInt = Field(
+        1,
+        description="Data-parallel training processes, one per GPU: each rolls out its share of a "
+        "step's problems, the adapters' gradients are summed. Above 1, `python -m orchestry train` "
+        "starts them itself (torch.distributed.run); under `torchrun` its `--nproc_per_node` "
+        "counts, and a value above 1 must equal it. At most `problems_per_step`; each process's "
+        "`sandbox.workers: auto` gets its share of the cores. A run resumes at any count.",
+    )
     judge_weight: float = Field(
         0.0, ge=0.0, description="Weight of the Claude cooperation-judge term (0 = off)."
     )
@@ -259,6 +267,15 @@ class TrainParams(Section):
         description="Per-agent credit: each sample's value mixes the joint return (1 - w) with its "
         "reward next to reference partners (w); 0 = the paper's joint return only.",
     )
+
+    @model_validator(mode="after")
+    def _a_problem_per_process(self) -> TrainParams:
+        if self.processes > self.problems_per_step:
+            raise ValueError(
+                f"processes ({self.processes}) must be at most problems_per_step "
+                f"({self.problems_per_step}): each process rolls out whole problems"
+            )
+        return self
 
 
 class SmokeParams(Section):

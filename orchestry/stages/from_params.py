@@ -17,6 +17,7 @@ import torch
 from orchestry import paths
 from orchestry.agents.base import SamplingSpec
 from orchestry.agents.lora.base_model import ModelSpec, resolve_device
+from orchestry.agents.lora.dist import world_from_env
 from orchestry.agents.lora.team import LoraSpec, TeamPolicy
 from orchestry.algos.magrpo import AdvantageSettings
 from orchestry.algos.pg_update import OptimizerSettings, UpdateSettings
@@ -92,6 +93,14 @@ def sampling_spec(params: Params) -> SamplingSpec:
     )
 
 
+def sandbox_workers(params: Params) -> int:
+    """`sandbox.workers`, with `auto` = this process's cores shared by the training processes that
+    torchrun started on this machine (each runs its own sandbox)."""
+    if params.sandbox.workers != "auto":
+        return params.sandbox.workers
+    return max(1, params.sandbox.worker_count() // world_from_env().local_size)
+
+
 def sandbox_limits(params: Params) -> SandboxLimits:
     return SandboxLimits(**params.sandbox.model_dump(exclude={"workers"}))
 
@@ -140,7 +149,7 @@ def make_env(params: Params, training: bool = True) -> CodeEnv:
         Roles.from_agents(params.model.agents),
         RewardWeights(**params.reward.model_dump()),
         sandbox_limits(params),
-        params.sandbox.worker_count(),
+        sandbox_workers(params),
         params.train.feedback if training else None,
         rename_lone_helper=params.env.rename_lone_helper,
     )

@@ -3,6 +3,11 @@
 `train_loop` is the algorithm's outer loop: pick problems -> roll the team out over the environment
 (`algos/tree.py`) -> group advantages per agent (`algos/magrpo.py`) -> one optimizer step per adapter
 (`algos/pg_update.py`); then, apart, the bookkeeping: metrics, rollouts, checkpoints, progress.
+
+Data-parallel (`train.processes`, or `torchrun --nproc_per_node N -m orchestry train`): each process
+rolls out its share of every step's problems, the update sums the adapters' gradients over the
+processes, and rank 0 alone writes rollouts, logs, checkpoints and outputs. One process runs the
+loop exactly as it ran before (`orchestry.agents.lora.dist`).
 """
 
 from __future__ import annotations
@@ -10,18 +15,26 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import random
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from orchestry import io, paths
+from orchestry.agents.lora.base_model import resolve_device
+from orchestry.agents.lora.dist import (
+    ONE_PROCESS,
+    World,
+    end_world,
+    start_world,
+    under_launcher,
+    world_from_env,
+)
 from orchestry.agents.lora.team import TeamPolicy
 from orchestry.algos.magrpo import sample_advantages
 from orchestry.algos.pg_update import Optimizers, TrainingFailed, update_agents
@@ -30,6 +43,7 @@ from orchestry.envs.base import Env
 from orchestry.envs.code.problems import Problem, read_problems
 from orchestry.eval.metrics import quarter_means
 from orchestry.params import Params
+from orchestry.stages.checkpoints import load_checkpoint, save_checkpoint
 from orchestry.stages.from_params import (
     advantage_settings,
     claude_hooks,
@@ -41,6 +55,7 @@ from orchestry.stages.from_params import (
     seed_everything,
     update_settings,
 )
+from orchestry.stages.launch import launch_processes
 
 log = logging.getLogger("orchestry.stages.train")
 
@@ -87,6 +102,29 @@ def rollout_rows(ro: Rollout, step: int) -> list[dict[str, Any]]:
     ]
 
 
+def gather_rollout(ro: Rollout, world: World, order: Sequence[str]) -> Rollout | None:
+    """On rank 0, every rank's rollout of the step as one, its nodes in the order one process makes
+    them (turn, then the step's problem order); None on the other ranks."""
+    if world.size == 1:
+        return ro
+    for node in ro.nodes:  # the sandbox's reports stay home: rank 0 reads records and metrics
+        node.outcome = replace(node.outcome, detail=None)
+    parts = world.gather(ro)
+    if parts is None:
+        return None
+    position = {pid: i for i, pid in enumerate(order)}
+    nodes = sorted(
+        (n for part in parts for n in part.nodes), key=lambda n: (n.turn, position[n.task.id])
+    )
+    return Rollout(
+        roots=[n for n in nodes if n.turn == 1],
+        nodes=nodes,
+        groups=[g for part in parts for g in part.groups],
+        gen_seconds=max(part.gen_seconds for part in parts),  # the ranks generate side by side
+        new_tokens=sum(part.new_tokens for part in parts),
+    )
+
+
 def schedule_problems(
     problems: list[Problem], per_step: int, epochs: int, seed: int
 ) -> list[list[str]]:
@@ -101,62 +139,12 @@ def schedule_problems(
 
 
 def run_hash(params: Params, problems: list[Problem]) -> str:
-    """Identifies a training run (settings + data) so a checkpoint is only resumed by the same run."""
+    """Identifies a training run (settings + data) so a checkpoint is only resumed by the same run;
+    the number of processes is left out: a run resumes at any."""
     keys = params.model_dump(include={"seed", "model", "sampling", "sandbox", "reward", "train"})
+    del keys["train"]["processes"]
     keys["problems"] = [p.id for p in problems]
     return hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def rng_state() -> dict[str, Any]:
-    return {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
-        "torch": torch.get_rng_state(),
-    }
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-
-
-def save_checkpoint(
-    ckpt_dir: Path,
-    step: int,
-    policy: TeamPolicy,
-    opts: Optimizers,
-    history: list,
-    rollout_bytes: int,
-) -> None:
-    tmp = ckpt_dir / f".step-{step}.tmp"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    policy.save_adapters(tmp / "adapters")
-    torch.save(
-        {
-            "step": step,
-            "opts": opts.state_dict(),
-            "rng": rng_state(),
-            "generate_calls": policy.generate_calls,
-            "history": history,
-            "rollout_bytes": rollout_bytes,
-        },
-        tmp / "state.pt",
-    )
-    io.replace_dir(tmp, ckpt_dir / "last")
-
-
-def load_checkpoint(ckpt_dir: Path, policy: TeamPolicy, opts: Optimizers) -> dict[str, Any] | None:
-    last = ckpt_dir / "last"
-    if not (last / "state.pt").is_file():
-        return None
-    state = torch.load(last / "state.pt", weights_only=False)
-    policy.load_adapters(last / "adapters")
-    opts.load_state_dict(state["opts"])
-    set_rng_state(state["rng"])
-    policy.generate_calls = state["generate_calls"]
-    return state
 
 
 def train_loop(
@@ -169,8 +157,13 @@ def train_loop(
     ckpt_dir: Path | None,
     expert: ExpertFn | None = None,
     judge: JudgeFn | None = None,
+    world: World = ONE_PROCESS,
 ) -> list[dict[str, float]]:
-    """Run the planned steps (resuming from `ckpt_dir/last` if present); returns per-step metrics."""
+    """Run the planned steps (resuming from `ckpt_dir/last` if present); returns per-step metrics.
+
+    With several processes (`world`) every rank calls this with the same plan and rolls out its
+    share of each step; rank 0 returns the metrics over all ranks, the others an empty list.
+    """
     by_id = {p.id: p for p in problems}
     sampling, settings = sampling_spec(params), rollout_settings(params)
     advantages, update = advantage_settings(params), update_settings(params)
@@ -181,61 +174,81 @@ def train_loop(
         optimizer_settings(params),
         len(plan),
     )
-    start, history = _resume(ckpt_dir, rollouts_path, policy, opts)
-    with _progress(len(plan), start) as advance:
+    start, history = _resume(ckpt_dir, rollouts_path, policy, opts, world)
+    policy.sample_stream = world.rank  # rank 0 samples as one process would, the others their own
+    world.copy_from_main([p for o in opts.optimizers.values() for p in o.param_groups[0]["params"]])
+    ranks = world if world.size > 1 else None  # one process: the update's single-process path
+    with _progress(len(plan), start, world.is_main) as advance:
         for step in range(start, len(plan)):
             t0 = time.perf_counter()
-            tasks = [by_id[i] for i in plan[step]]
+            # this rank's share of the step's problems: a node's G siblings never span ranks
+            tasks = [by_id[i] for i in plan[step][world.rank :: world.size]]
             # 1. rollout: the team answers, the environment scores, returns flow up the tree
             ro = rollout(policy, env, tasks, sampling, settings, expert, judge)
             # 2. advantages: each agent's samples against their group (MAGRPO)
             rows = sample_advantages(ro.groups, advantages)
-            # 3. update: one optimizer step per adapter
-            stats = update_agents(policy, opts, rows, update)
+            # 3. update: one optimizer step per adapter (gradients summed over the ranks)
+            stats = update_agents(policy, opts, rows, update, ranks)
 
-            # bookkeeping: metrics, rollouts, checkpoint, progress
-            metrics = {"step": step, **step_metrics(ro, params.train.turns), **stats}
-            metrics["tokens_per_s"] = ro.new_tokens / max(ro.gen_seconds, 1e-9)
-            metrics["step_seconds"] = time.perf_counter() - t0
-            history.append(metrics)
-            with open(rollouts_path, "a", encoding="utf-8") as fh:
-                for row in rollout_rows(ro, step):
-                    fh.write(json.dumps(row, sort_keys=True) + "\n")
+            # bookkeeping on rank 0, over every rank's nodes: metrics, rollouts, checkpoint, progress
+            whole = gather_rollout(ro, world, plan[step])
             done = step + 1
+            if whole is not None:
+                metrics = {"step": step, **step_metrics(whole, params.train.turns), **stats}
+                metrics["tokens_per_s"] = whole.new_tokens / max(whole.gen_seconds, 1e-9)
+                metrics["step_seconds"] = time.perf_counter() - t0
+                history.append(metrics)
+                with open(rollouts_path, "a", encoding="utf-8") as fh:
+                    for row in rollout_rows(whole, step):
+                        fh.write(json.dumps(row, sort_keys=True) + "\n")
             if ckpt_dir and (done % params.train.checkpoint_every == 0 or done == len(plan)):
-                save_checkpoint(ckpt_dir, done, policy, opts, history, rollouts_path.stat().st_size)
-            loss = sum(v for k, v in stats.items() if k.startswith("loss"))
-            info = f"return {metrics['return_mean']:.2f}  loss {loss:.3f}"
-            advance(done, info)
-            log.info("step %d/%d %s (%.0f s)", done, len(plan), info, metrics["step_seconds"])
-    return history
+                size = rollouts_path.stat().st_size if world.is_main else 0
+                save_checkpoint(ckpt_dir, done, policy, opts, history, size, world)
+            if whole is not None:
+                loss = sum(v for k, v in stats.items() if k.startswith("loss"))
+                info = f"return {metrics['return_mean']:.2f}  loss {loss:.3f}"
+                advance(done, info)
+                log.info("step %d/%d %s (%.0f s)", done, len(plan), info, metrics["step_seconds"])
+    return history if world.is_main else []
 
 
 def _resume(
-    ckpt_dir: Path | None, rollouts_path: Path, policy: TeamPolicy, opts: Optimizers
+    ckpt_dir: Path | None,
+    rollouts_path: Path,
+    policy: TeamPolicy,
+    opts: Optimizers,
+    world: World,
 ) -> tuple[int, list[dict[str, float]]]:
     """The step to start at and the history so far: from the last checkpoint, else from scratch."""
     rollouts_path.parent.mkdir(parents=True, exist_ok=True)
-    state = None
-    if ckpt_dir and (ckpt_dir / "last").exists():
-        if rollouts_path.exists():
-            state = load_checkpoint(ckpt_dir, policy, opts)
-        else:
+    resume = False
+    if world.is_main and ckpt_dir and (ckpt_dir / "last").exists():
+        resume = rollouts_path.exists()
+        if not resume:
             log.warning(
                 "ignoring checkpoint %s: its rollouts file %s is gone", ckpt_dir, rollouts_path
             )
+    # rank 0 decides for every rank: it alone writes the files it looked at
+    state = None
+    if world.share(resume) and ckpt_dir:
+        state = load_checkpoint(ckpt_dir, policy, opts, world)
     if state is None:
-        rollouts_path.write_bytes(b"")
+        if world.is_main:
+            rollouts_path.write_bytes(b"")
         return 0, []
-    with open(rollouts_path, "r+b") as fh:
-        fh.truncate(state["rollout_bytes"])
-    log.info("resumed from checkpoint at step %d", state["step"])
+    if world.is_main:
+        with open(rollouts_path, "r+b") as fh:
+            fh.truncate(state["rollout_bytes"])
+        log.info("resumed from checkpoint at step %d", state["step"])
     return state["step"], state["history"]
 
 
 @contextmanager
-def _progress(total: int, start: int) -> Iterator[Callable[[int, str], None]]:
-    """A progress bar with ETA; yields `advance(done, info)`."""
+def _progress(total: int, start: int, show: bool = True) -> Iterator[Callable[[int, str], None]]:
+    """A progress bar with ETA; yields `advance(done, info)` (a no-op when not `show`)."""
+    if not show:
+        yield lambda done, info: None
+        return
     from rich.progress import (
         BarColumn,
         Progress,
@@ -299,6 +312,24 @@ def summarize(history: list[dict[str, float]]) -> dict[str, Any]:
 
 
 def run(params: Params) -> None:
+    """The train stage: this process alone, one rank under torchrun, or the launcher of
+    `train.processes` ranks; rank 0 writes the outputs."""
+    if params.train.processes > 1 and not under_launcher():
+        launch_processes(params, params.train.processes)
+        return
+    world_size = world_from_env().size
+    if params.train.processes > 1 and params.train.processes != world_size:
+        raise TrainingFailed(
+            f"train.processes is {params.train.processes} but the launcher started "
+            f"WORLD_SIZE={world_size} processes: make them agree, or set train.processes to 1 "
+            "to take the launcher's number"
+        )
+    if world_size > params.train.problems_per_step:
+        raise TrainingFailed(
+            f"{world_size} training processes but train.problems_per_step is "
+            f"{params.train.problems_per_step}: each process needs at least one problem a step; "
+            "start fewer processes or raise train.problems_per_step"
+        )
     problems = read_problems(paths.split("train"))
     if not problems:
         raise TrainingFailed("the training split is empty; give prepare.sets some n_train")
@@ -308,14 +339,43 @@ def run(params: Params) -> None:
     )
     if params.train.max_steps:
         plan = plan[: params.train.max_steps]
-    policy, env = make_policy(params), make_env(params)
-    ckpt_dir = paths.CHECKPOINTS / f"train-{run_hash(params, problems)}"
-    expert, judge = claude_hooks(params, paths.TRAIN)
-    work = paths.TRAIN / ".partial"
-    work.mkdir(parents=True, exist_ok=True)
-    history = train_loop(
-        params, policy, env, problems, plan, work / "rollouts.jsonl", ckpt_dir, expert, judge
-    )
+    world = start_world(resolve_device(params.model.device).type)
+    try:
+        if not world.is_main:  # rank 0 speaks for the run
+            logging.getLogger("orchestry").setLevel(logging.WARNING)
+        policy, env = make_policy(params), make_env(params)
+        ckpt_dir = paths.CHECKPOINTS / f"train-{run_hash(params, problems)}"
+        expert, judge = claude_hooks(params, paths.TRAIN)
+        if world.size > 1 and (expert or judge):
+            raise TrainingFailed(
+                "train.feedback expert_edits and train.judge_weight > 0 (Claude) run in one "
+                "training process only: set train.processes to 1"
+            )
+        work = paths.TRAIN / ".partial"
+        work.mkdir(parents=True, exist_ok=True)
+        history = train_loop(
+            params,
+            policy,
+            env,
+            problems,
+            plan,
+            work / "rollouts.jsonl",
+            ckpt_dir,
+            expert,
+            judge,
+            world,
+        )
+        world.barrier()  # every rank is done with the checkpoint before rank 0 removes it
+        if world.is_main:
+            write_outputs(policy, history, work, ckpt_dir)
+    finally:
+        end_world(world)
+
+
+def write_outputs(
+    policy: TeamPolicy, history: list[dict[str, float]], work: Path, ckpt_dir: Path
+) -> None:
+    """The stage's outputs from the finished run, moved into place; the checkpoints go."""
     policy.save_adapters(work / "adapters")
     write_dvclive(history, work / "live")
     io.write_json(work / "metrics.json", summarize(history))

@@ -135,7 +135,7 @@ def test_converted_model_has_the_gguf_logits(
 
 def test_mixed_adapter_batch_equals_per_agent_per_sample_greedy(policy: TeamPolicy) -> None:
     requests = [GenRequest(a, messages(p, a), 2) for p in PROBLEMS[:2] for a in AGENTS]
-    batched = policy.generate(requests, GREEDY, fast=False)
+    batched = policy.generate(requests, GREEDY, path="eager")
     assert [g.agent for g in batched] == [r.agent for r in requests]
     for request, gen in zip(requests, batched, strict=True):
         assert gen.prompt_ids == policy.prompt_ids(request.agent, request.messages)
@@ -149,7 +149,7 @@ def test_mixed_adapter_batch_equals_per_agent_per_sample_greedy(policy: TeamPoli
     # The adapters differ, so the same prompt gives different completions per agent: were the
     # wrong adapter applied to some rows, the comparison above would fail.
     same_prompt = [GenRequest(a, messages(PROBLEMS[0], "main"), 1) for a in AGENTS]
-    aux, main = policy.generate(same_prompt, GREEDY, fast=False)
+    aux, main = policy.generate(same_prompt, GREEDY, path="eager")
     assert aux.token_ids != main.token_ids
 
 
@@ -180,16 +180,26 @@ def test_continued_conversations_share_their_prefix_and_match_plain_generate(
     plan = plan_prefixes(prompts, [r.agent for r in requests], GREEDY.max_new_tokens)
     assert len(plan.prefixes) == len(AGENTS)  # one shared prefix per agent
     assert len({len(rest) for rest in plan.rests}) > 1  # so rests are padded
-    batched = policy.generate(requests, GREEDY, fast=False)
+    batched = policy.generate(requests, GREEDY, path="eager")
     for request, prompt, gen in zip(requests, prompts, batched, strict=True):
         assert gen.token_ids == [reference_greedy(policy, request.agent, prompt)[0]]
 
 
 def test_static_cache_path_matches_eager(policy: TeamPolicy) -> None:
     requests = [GenRequest(a, messages(PROBLEMS[1], a), 1) for a in AGENTS]
-    eager = policy.generate(requests, GREEDY, fast=False)
-    static = policy.generate(requests, GREEDY, fast=True)
+    eager = policy.generate(requests, GREEDY, path="eager")
+    static = policy.generate(requests, GREEDY, path="static")
     assert [g.token_ids for g in static] == [g.token_ids for g in eager]
+
+
+def test_graph_decode_path_matches_eager(policy: TeamPolicy) -> None:
+    """Our own decode loop (run eagerly on a CPU; replayed as a CUDA graph on a GPU) gives each
+    row of a mixed-adapter batch its own greedy completion, rows of several prompt lengths."""
+    requests = [GenRequest(a, messages(p, a), 1) for p in PROBLEMS[:3] for a in AGENTS]
+    eager = policy.generate(requests, GREEDY, path="eager")
+    graph = policy.generate(requests, GREEDY, path="graph")
+    assert [g.token_ids for g in graph] == [g.token_ids for g in eager]
+    assert len({len(g.prompt_ids) for g in graph}) > 1
 
 
 def test_logprob_of_greedy_completion_equals_generation_step_logprobs(policy: TeamPolicy) -> None:

@@ -192,7 +192,9 @@ def load_base_model(spec: ModelSpec) -> tuple[PreTrainedModel, PreTrainedTokeniz
         kwargs["quantization_config"] = BitsAndBytesConfig(
             load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype
         )
-        kwargs["device_map"] = {"": device.index or 0}
+        # `cuda` is the current GPU: a data-parallel rank's own (orchestry/agents/lora/dist.py)
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        kwargs["device_map"] = {"": index}
     elif device.type == "cuda":
         kwargs["device_map"] = {"": str(device)}  # straight to the GPU, no host copy
     if device.type == "cuda":

@@ -1,11 +1,15 @@
-"""Batched generation for `TeamPolicy`: one `generate` call over the rows of one base model.
+"""Batched generation for `TeamPolicy`: one call over the rows of one base model.
 
 `TeamPolicy.generate` (orchestry/agents/lora/team.py) groups the requests by base model (and, on
-the fast path, by adapter) and hands each group to `generate_group`. The eager path prefills each
-shared prompt prefix once (orchestry/agents/lora/kv_prefix.py) and routes rows of several adapters
-through their own adapter in the same forward pass (orchestry/agents/lora/stacked_lora.py); the fast
-path left-pads the prompts into a static KV cache (which `transformers` compiles with
-`torch.compile`), one adapter per call.
+the static path, by adapter) and hands each group to `generate_group`, on one of three paths:
+
+- eager (the CPU default): `generate` after prefilling each shared prompt prefix once
+  (orchestry/agents/lora/kv_prefix.py), rows of several adapters through their own adapter in the
+  same forward pass (orchestry/agents/lora/stacked_lora.py);
+- graph (the CUDA default for Llama-style models): our own decode loop, every adapter's rows in one
+  batch, one decode step replayed as a CUDA graph (orchestry/agents/lora/graph_decode.py);
+- static (CUDA, other models): `generate` on a static KV cache, which `transformers` compiles with
+  `torch.compile`, one adapter per call.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import torch
 from transformers import GenerationConfig, LogitsProcessorList
 
 from orchestry.agents.base import Generation, GenRequest, SamplingSpec
+from orchestry.agents.lora.graph_decode import decode_shape
 from orchestry.agents.lora.head_sampler import HeadSampler
 from orchestry.agents.lora.kv_prefix import cache_argument, pad_rows, plan_prefixes, prefill
 from orchestry.agents.lora.stacked_lora import stacked_lora
@@ -27,7 +32,8 @@ if TYPE_CHECKING:
     from orchestry.agents.lora.team import LoadedBase
 
 STATIC_PROMPT_BUCKET = 64
-"""Fast path: prompts are left-padded to a multiple of this, so the static cache has few shapes."""
+"""Static path: prompts are left-padded to a multiple of this, so the static cache has few shapes."""
+PATHS = ("eager", "static", "graph")
 
 
 def generate_group(
@@ -38,23 +44,42 @@ def generate_group(
     adapter_of: Mapping[str, str],
     activate: Callable[[str], None],
     sampling: SamplingSpec,
-    static: bool,
+    path: str,
 ) -> list[Generation]:
-    """The generations of `requests[i]` for i in `group`, all from one `generate` call on `base`.
+    """The generations of `requests[i]` for i in `group`, all from one call on `base`.
 
     `adapter_of` maps an agent to its adapter name; `activate(adapter)` makes that adapter the
-    active one of `base` (used when every row of the group has the same adapter). static=True is
-    the fast path (static cache), static=False the eager path (shared-prefix prefill).
+    active one of `base` (used when every row of the group has the same adapter). `path` is one
+    of `PATHS` (see the module docstring); the static path needs one adapter per group.
     """
     rows = [prompts[i] for i in group for _ in range(requests[i].n)]
     adapters = [adapter_of[requests[i].agent] for i in group for _ in range(requests[i].n)]
     pad = base.tokenizer.pad_token_id
     kwargs: dict[str, object] = {}
     # rows of several adapters: each row through its own (orchestry/agents/lora/stacked_lora.py)
+    if path not in PATHS:
+        raise ValueError(f"generation path must be one of {PATHS}, got {path!r}")
+    base.model.eval()
+    if path == "graph":
+        _synchronize(base.device)
+        start = time.perf_counter()
+        shape = decode_shape(
+            rows,
+            sampling.max_new_tokens,
+            sampling.min_new_tokens,
+            sampling.do_sample,
+            sampling.temperature,
+            sampling.top_k,
+            sampling.top_p,
+        )
+        decoder = base.decoders.get(base.model, base.adapters, shape)
+        index = [base.adapters.index(a) for a in adapters]
+        new = decoder.run(rows, index, pad, base.stop_ids)
+        return _generations(base, requests, prompts, group, new, time.perf_counter() - start)
     route = (lambda names: stacked_lora(base.model, names)) if len(set(adapters)) > 1 else None
     if route is None:
         activate(adapters[0])
-    base.model.eval()
+    static = path == "static"
     config, warpers = _generation_config(base, sampling, static)
     _synchronize(base.device)
     start = time.perf_counter()
@@ -77,7 +102,18 @@ def generate_group(
         )
     _synchronize(base.device)
     seconds = time.perf_counter() - start
-    new = out[:, width:].tolist()
+    return _generations(base, requests, prompts, group, out[:, width:].tolist(), seconds)
+
+
+def _generations(
+    base: LoadedBase,
+    requests: Sequence[GenRequest],
+    prompts: list[list[int]],
+    group: list[int],
+    new: list[list[int]],
+    seconds: float,
+) -> list[Generation]:
+    """`new` (the rows' new tokens, in group order, n per request) cut at stop tokens, decoded."""
     generations, row = [], 0
     for i in group:
         ids = [_cut_at_stop(new[row + k], base.stop_ids) for k in range(requests[i].n)]

@@ -4,9 +4,9 @@ MAGRPO trains several agents at once. Instead of one full model per agent we kee
 model per distinct `ModelSpec` and give each agent its own LoRA adapter (peft). A rollout samples
 the G completions of every agent and every problem in one batched `generate` call: rows of
 different agents use their own adapter in the same forward pass (`orchestry.agents.lora.stacked_lora`).
-On CUDA a fast path uses a static KV cache (which `transformers` compiles with `torch.compile`),
-one call per adapter. The batched call itself is `orchestry.agents.lora.generation`; the adapter
-files on disk are `orchestry.agents.lora.adapter_files`.
+On CUDA the rows of every adapter decode together in our own loop, one step replayed as a CUDA
+graph (`orchestry.agents.lora.graph_decode`). The batched call itself is
+`orchestry.agents.lora.generation`; the adapter files on disk are `orchestry.agents.lora.adapter_files`.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from orchestry.agents.lora.adapter_files import (
 )
 from orchestry.agents.lora.base_model import ModelSpec, load_base_model
 from orchestry.agents.lora.generation import generate_group
+from orchestry.agents.lora.graph_decode import DecoderCache, supports
 from orchestry.agents.lora.kv_prefix import completion_logits
 
 SHARED_ADAPTER = "shared"
@@ -75,6 +76,7 @@ class LoadedBase:
     tokenizer: PreTrainedTokenizerBase
     adapters: list[str]
     stop_ids: set[int] = field(default_factory=set)
+    decoders: DecoderCache = field(default_factory=DecoderCache)
 
     @property
     def device(self) -> torch.device:
@@ -174,12 +176,13 @@ class TeamPolicy:
     # ----------------------------------------------------------------------- generation
 
     def generate(
-        self, requests: Sequence[GenRequest], sampling: SamplingSpec, fast: bool | None = None
+        self, requests: Sequence[GenRequest], sampling: SamplingSpec, path: str | None = None
     ) -> list[Generation]:
         """Sample `n` completions per request, all agents of one base model in one batched call.
 
-        fast=None means the static-cache (compiled) path on CUDA and the eager path on CPU. The
-        eager path runs one mixed-adapter call per base model; the fast path one call per adapter.
+        path (`orchestry.agents.lora.generation.PATHS`): None means the graph path on CUDA (the
+        static path for models it does not write out) and the eager path on CPU. The eager and
+        graph paths run one mixed-adapter call per base model; the static path one per adapter.
         Sampling is seeded from (seed, number of earlier generate calls), so a policy built with
         the same seed and given the same calls returns the same samples on CPU.
         """
@@ -192,19 +195,19 @@ class TeamPolicy:
         with self._seeded(self._call_seed(), *(b.device for b in self._bases.values())):
             for base in self._bases.values():
                 mine = [i for i, r in enumerate(requests) if self._base_of[r.agent] is base]
-                use_fast = base.device.type == "cuda" if fast is None else fast
+                chosen = path or _default_path(base)
                 groups = (
                     [
                         [i for i in mine if self._adapter[requests[i].agent] == a]
                         for a in base.adapters
                     ]
-                    if use_fast
+                    if chosen == "static"
                     else [mine]
                 )
                 activate = functools.partial(self._activate, base)
                 for group in filter(None, groups):
                     generations = generate_group(
-                        base, requests, prompts, group, self._adapter, activate, sampling, use_fast
+                        base, requests, prompts, group, self._adapter, activate, sampling, chosen
                     )
                     for i, gen in zip(group, generations, strict=True):
                         results[i] = gen
@@ -342,8 +345,15 @@ class TeamPolicy:
     def generate_calls(self, value: int) -> None:
         self._generate_calls = value
 
+    sample_stream: int = 0
+    """The data-parallel rank sampling with this policy (`orchestry.agents.lora.dist`): rank 0, like a
+    single process, seeds each call from (seed, calls); rank r > 0 from (seed, calls, r), its own."""
+
     def _call_seed(self) -> int:
-        digest = hashlib.sha256(f"{self.seed}/{self._generate_calls}".encode()).digest()
+        key = f"{self.seed}/{self._generate_calls}"
+        if self.sample_stream:
+            key += f"/rank{self.sample_stream}"
+        digest = hashlib.sha256(key.encode()).digest()
         self._generate_calls += 1
         return int.from_bytes(digest[:8], "little") >> 1
 
@@ -354,6 +364,12 @@ class TeamPolicy:
         with torch.random.fork_rng(devices=cuda):
             torch.manual_seed(seed)
             yield
+
+
+def _default_path(base: LoadedBase) -> str:
+    if base.device.type != "cuda":
+        return "eager"
+    return "graph" if supports(base.model) else "static"
 
 
 def _as_list(value: int | list[int] | None) -> list[int]:

@@ -1,0 +1,128 @@
+"""Data-parallel update in real processes (gloo on the CPU): two ranks holding half the rows each
+step exactly as one process holding all of them; one process without a launcher runs no collective."""
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from orchestry.agents.lora.dist import ONE_PROCESS, end_world, start_world, world_from_env
+from orchestry.agents.lora.team import TeamPolicy
+from orchestry.algos.magrpo import Row
+from orchestry.algos.pg_update import Optimizers, update_agents
+from orchestry.params import parse_params
+from orchestry.stages.from_params import make_policy, optimizer_settings, update_settings
+
+AGENTS = ["aux", "main"]
+STEPS = 2  # the second step also checks that every rank's AdamW state moved alike
+
+
+def params():
+    # micro-batches of 2 rows: each rank's chunks are the single process's chunks, so the summed
+    # gradient is c_A + c_B on both sides and only the all-reduce stands between them
+    return parse_params({"train": {"microbatch": 2, "warmup_steps": 0}})
+
+
+def step_rows(policy: TeamPolicy) -> dict[str, list[Row]]:
+    """One step's rows: main's four split two and two; aux's only on rank 0 (one has A == 0)."""
+    aux = policy.prompt_ids("aux", [{"role": "user", "content": "Write aux(x): return x + 1."}])
+    main = policy.prompt_ids("main", [{"role": "user", "content": "Write main(x) using aux."}])
+    return {
+        "aux": [(aux, [9, 10, 11], 1.0), (aux, [12, 13], -1.0), (aux, [14, 15], 0.0)],
+        "main": [
+            (main, [20, 21, 22, 23], 0.75),
+            (main, [24, 25], -0.25),
+            (main, [26, 27, 28], -1.0),
+            (main, [29], 0.5),
+        ],
+    }
+
+
+def rank_share(rows: dict[str, list[Row]], rank: int) -> dict[str, list[Row]]:
+    if rank == 0:
+        return {"aux": rows["aux"], "main": rows["main"][:2]}
+    return {"aux": [], "main": rows["main"][2:]}  # no aux row: it must still join every collective
+
+
+def train_steps(rank_rows, ranks) -> tuple[dict[str, dict[str, torch.Tensor]], list[dict]]:
+    p = params()
+    policy = make_policy(p)
+    opts = Optimizers.create(policy, AGENTS, False, optimizer_settings(p), total=STEPS)
+    rows = rank_rows(step_rows(policy))
+    stats = [update_agents(policy, opts, rows, update_settings(p), ranks) for _ in range(STEPS)]
+    return {a: policy.adapter_state(a) for a in AGENTS}, stats
+
+
+def rank_main(rank: int, size: int, port: int, out: str) -> None:
+    """One gloo rank, placed by the environment torchrun would set."""
+    os.environ.update(
+        RANK=str(rank),
+        WORLD_SIZE=str(size),
+        LOCAL_RANK=str(rank),
+        LOCAL_WORLD_SIZE=str(size),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
+    torch.set_num_threads(1)
+    world = start_world("cpu")
+    try:
+        assert (world.rank, world.size) == (rank, size)
+        adapters, stats = train_steps(lambda rows: rank_share(rows, rank), world)
+        torch.save({"adapters": adapters, "stats": stats}, Path(out) / f"rank{rank}.pt")
+    finally:
+        end_world(world)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_gloo_ranks_step_like_one_process(tmp_path):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each rank: the same kernels, the same rounding
+    try:
+        reference, ref_stats = train_steps(lambda rows: rows, None)
+    finally:
+        torch.set_num_threads(threads)
+    mp.spawn(rank_main, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
+    initial = params()
+    fresh = make_policy(initial)
+    for agent in AGENTS:
+        start = fresh.adapter_state(agent)
+        assert any(not torch.equal(start[k], reference[agent][k]) for k in start), "no step taken"
+        for key, want in reference[agent].items():
+            for r in ranks:
+                got = r["adapters"][agent][key]
+                assert torch.allclose(got, want, rtol=0, atol=1e-6), (agent, key)
+            assert torch.equal(ranks[0]["adapters"][agent][key], ranks[1]["adapters"][agent][key])
+    for step, want in enumerate(ref_stats):
+        for r in ranks:
+            assert r["stats"][step].keys() == want.keys()
+            for key, value in want.items():
+                assert r["stats"][step][key] == pytest.approx(value, rel=1e-5, abs=1e-7), key
+
+
+def test_without_a_launcher_the_world_is_one_process_and_collectives_are_no_ops(monkeypatch):
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(key, raising=False)
+    world = start_world("cpu")
+    assert world == ONE_PROCESS and world.is_main
+    assert not torch.distributed.is_initialized()
+    assert world.sum_values([1, 2.5]) == [1.0, 2.5]
+    assert world.gather({"a": 1}) == [{"a": 1}] and world.share(3) == 3
+    p = torch.nn.Parameter(torch.ones(2))
+    p.grad = torch.full((2,), 0.5)
+    world.sum_grads([p])
+    assert torch.equal(p.grad, torch.full((2,), 0.5))
+    end_world(world)
+
+
+def test_a_half_set_launcher_environment_is_named():
+    with pytest.raises(RuntimeError, match="MASTER_ADDR, MASTER_PORT"):
+        world_from_env({"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0"})

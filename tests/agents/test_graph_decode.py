@@ -1,0 +1,69 @@
+"""Our own decode loop (orchestry/agents/lora/graph_decode.py), run eagerly on the CPU.
+
+On a GPU the same step is replayed as a CUDA graph; tests/agents/test_policy.py checks greedy
+completions against the eager path, these check the sampling and the lengths.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+import torch
+from conftest import lora, model_spec, sampling
+
+from orchestry.agents.base import GenRequest
+from orchestry.agents.lora.device_sampler import draw
+from orchestry.agents.lora.graph_decode import PROMPT_BUCKET, ROW_BUCKET, decode_shape, supports
+from orchestry.agents.lora.team import TeamPolicy
+
+PROMPT = [{"role": "user", "content": "Name one colour."}]
+
+
+@pytest.fixture(scope="module")
+def policy() -> Iterator[TeamPolicy]:
+    yield TeamPolicy(model_spec(), ("aux", "main"), lora(r=4, alpha=8), seed=0)
+
+
+def nucleus(probs: torch.Tensor, top_p: float) -> dict[int, float]:
+    """transformers' top-p rule: keep a token while the mass ranked above it is < top_p."""
+    values, index = probs.sort(descending=True)
+    keep = (values.cumsum(0) - values) < top_p
+    kept = values[keep] / values[keep].sum()
+    return dict(zip(index[keep].tolist(), kept.tolist(), strict=True))
+
+
+@pytest.mark.parametrize("top_k, top_p", [(0, 0.9), (3, 1.0), (4, 0.8), (0, 1.0)])
+def test_draw_follows_the_top_k_top_p_distribution(top_k: int, top_p: float) -> None:
+    n, temperature = 20_000, 0.7
+    logits = torch.tensor([[2.0, 1.5, 1.4, 0.3, 0.2, -1.0, -3.0, 0.9]]).repeat(n, 1)
+    uniform = torch.rand(n, generator=torch.Generator().manual_seed(0))
+    tokens = draw(logits, uniform, temperature, top_k, top_p, torch.arange(logits.shape[1]))
+    scaled = logits[0] / temperature
+    if top_k:
+        scaled = scaled.masked_fill(scaled < scaled.topk(top_k).values[-1], -math.inf)
+    expected = nucleus(scaled.softmax(-1), top_p)
+    counts = Counter(tokens.tolist())
+    assert set(counts) <= set(expected), "a token outside the kept set was drawn"
+    for token, p in expected.items():  # within 4.5 standard deviations of the binomial
+        assert abs(counts[token] / n - p) < 4.5 * (p * (1 - p) / n) ** 0.5 + 1e-9, (token, p)
+
+
+def test_min_new_tokens_holds_and_same_call_same_samples(policy: TeamPolicy) -> None:
+    spec = sampling(max_new_tokens=10, min_new_tokens=10, temperature=1.0, top_p=0.95, top_k=8)
+    requests = [GenRequest(a, PROMPT, 2) for a in ("aux", "main")]
+    calls = policy.generate_calls
+    first = policy.generate(requests, spec, path="graph")
+    assert all(len(ids) == 10 for g in first for ids in g.token_ids)
+    policy.generate_calls = calls  # the same call of the same seed: the same samples
+    assert [g.token_ids for g in policy.generate(requests, spec, path="graph")] == [
+        g.token_ids for g in first
+    ]
+
+
+def test_shapes_are_bucketed_and_the_embedded_model_is_supported(policy: TeamPolicy) -> None:
+    shape = decode_shape([[1] * 70, [1] * 3], 32, 0, True, 1.0, 0, 1.0)
+    assert (shape.rows, shape.width) == (ROW_BUCKET, 2 * PROMPT_BUCKET)
+    assert supports(policy.peft_model("aux"))
