@@ -16,7 +16,7 @@ import torch
 
 from orchestry import paths
 from orchestry.agents.base import SamplingSpec
-from orchestry.agents.lora.base_model import ModelSpec, resolve_device
+from orchestry.agents.lora.base_model import ModelSpec, device_type
 from orchestry.agents.lora.dist import world_from_env
 from orchestry.agents.lora.team import LoraSpec, TeamPolicy
 from orchestry.algos.magrpo import AdvantageSettings
@@ -74,7 +74,7 @@ def microbatch(params: Params) -> int:
     """`train.microbatch`, with `auto` = 8 rows on a CPU, 64 on a GPU."""
     setting = params.train.microbatch
     if setting == "auto":
-        return 64 if resolve_device(params.model.device).type == "cuda" else 8
+        return 64 if device_type(params.model.device) == "cuda" else 8
     return setting
 
 
@@ -82,7 +82,7 @@ def gradient_checkpointing(params: Params) -> bool:
     """`model.gradient_checkpointing`, with `auto` = on for a CPU (memory), off on a GPU (speed)."""
     setting = params.model.gradient_checkpointing
     if setting == "auto":
-        return resolve_device(params.model.device).type == "cpu"
+        return device_type(params.model.device) == "cpu"
     return setting
 
 

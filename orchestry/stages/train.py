@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from orchestry import io, paths
-from orchestry.agents.lora.base_model import resolve_device
+from orchestry.agents.lora.base_model import device_type
 from orchestry.agents.lora.dist import (
     ONE_PROCESS,
     World,
@@ -339,7 +339,7 @@ def run(params: Params) -> None:
     )
     if params.train.max_steps:
         plan = plan[: params.train.max_steps]
-    world = start_world(resolve_device(params.model.device).type)
+    world = start_world(device_type(params.model.device))
     try:
         if not world.is_main:  # rank 0 speaks for the run
             logging.getLogger("orchestry").setLevel(logging.WARNING)

@@ -67,12 +67,27 @@ class ModelSpec:
 # --------------------------------------------------------------------------- loading
 
 
-def resolve_device(device: str) -> torch.device:
-    """Turn cpu | cuda | auto into a torch device; cuda without a GPU is ModelUnavailable."""
+def device_type(device: str) -> str:
+    """ "cuda" or "cpu" for cpu | cuda | auto, without touching a GPU (no CUDA context is made)."""
     if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ModelUnavailable("device 'cuda' was requested but torch.cuda.is_available() is False")
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def resolve_device(device: str) -> torch.device:
+    """Turn cpu | cuda | auto into a torch device; cuda without a GPU is ModelUnavailable.
+
+    cuda means the current GPU, with its index: a data-parallel rank's own after
+    `torch.cuda.set_device` (orchestry/agents/lora/dist.py). A bare "cuda" in a device map would
+    put every rank's model on GPU 0."""
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise ModelUnavailable(
+                "device 'cuda' was requested but torch.cuda.is_available() is False"
+            )
+        return torch.device("cuda", torch.cuda.current_device())
     return torch.device(device)
 
 
