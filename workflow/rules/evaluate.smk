@@ -21,13 +21,14 @@ rule baseline:
         reward=config["reward"],
         evaluate=config["evaluate"],
         anthropic=config["anthropic"],
+        option=params_option,
     conda:
         "../../environment.yml"
     threads: 2  # torch uses every core: one model stage at a time on a 2-core laptop
     log:
         "logs/baseline_{baseline}.log",
     shell:
-        "python -m orchestry --log {log} baseline --name {wildcards.baseline}"
+        "python -m orchestry{params.option} --log {log} baseline --name {wildcards.baseline}"
 
 
 rule evaluate:
@@ -46,10 +47,11 @@ rule evaluate:
         env=config["env"],
         reward=config["reward"],
         evaluate=config["evaluate"],
+        option=params_option,
     conda:
         "../../environment.yml"
     threads: 2  # torch uses every core: one model stage at a time on a 2-core laptop
     log:
         "logs/evaluate.log",
     shell:
-        "python -m orchestry --log {log} evaluate"
+        "python -m orchestry{params.option} --log {log} evaluate"

@@ -11,9 +11,10 @@ rule prepare:
         seed=config["seed"],
         sandbox=config["sandbox"],
         prepare=config["prepare"],
+        option=params_option,
     conda:
         "../../environment.yml"
     log:
         "logs/prepare.log",
     shell:
-        "python -m orchestry --log {log} prepare"
+        "python -m orchestry{params.option} --log {log} prepare"

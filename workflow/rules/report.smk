@@ -15,12 +15,13 @@ rule schemes:
         "results/schemes/summary.json",
     params:
         schemes=config["schemes"],
+        option=params_option,
     conda:
         "../../environment.yml"
     log:
         "logs/schemes.log",
     shell:
-        "python -m orchestry --log {log} schemes"
+        "python -m orchestry{params.option} --log {log} schemes"
 
 
 rule figures:
@@ -45,9 +46,10 @@ rule figures:
         "reports/ablations.md",
     params:
         figures=config["figures"],
+        option=params_option,
     conda:
         "../../environment.yml"
     log:
         "logs/figures.log",
     shell:
-        "python -m orchestry --log {log} figures"
+        "python -m orchestry{params.option} --log {log} figures"

@@ -13,13 +13,14 @@ rule smoke:
         reward=config["reward"],
         train=config["train"],
         smoke=config["smoke"],
+        option=params_option,
     conda:
         "../../environment.yml"
     threads: 2  # torch uses every core: one model stage at a time on a 2-core laptop
     log:
         "logs/smoke.log",
     shell:
-        "python -m orchestry --log {log} smoke"
+        "python -m orchestry{params.option} --log {log} smoke"
 
 
 rule train:
@@ -42,10 +43,11 @@ rule train:
         reward=config["reward"],
         train=config["train"],
         anthropic=config["anthropic"],
+        option=params_option,
     conda:
         "../../environment.yml"
     threads: 2  # torch uses every core: one model stage at a time on a 2-core laptop
     log:
         "logs/train.log",
     shell:
-        "python -m orchestry --log {log} train"
+        "python -m orchestry{params.option} --log {log} train"

@@ -1,0 +1,140 @@
+"""End to end on a real SLURM: the tiny pipeline up to `train` through workflow/profiles/slurm.
+
+workflow/scripts/local_slurm.sh starts a one-node cluster (munged, slurmctld, slurmd; a GPU gres backed
+by /dev/null, so the profile's `gpu` resources schedule on a machine without one). Snakemake submits
+prepare, smoke and train with snakemake-executor-plugin-slurm; the outputs must equal a local
+`snakemake --cores 2` run of the same targets in another copy, and SLURM must have run each job in the
+partition the profile names. Needs root and Debian packages (CI has both); skipped otherwise.
+"""
+
+import csv
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT, copy_repo, run_in
+
+pytestmark = pytest.mark.e2e
+
+SCRIPT = ROOT / "workflow/scripts/local_slurm.sh"
+PROFILE = ROOT / "workflow/profiles/slurm/config.yaml"
+TARGET = "results/train/metrics.json"  # prepare -> smoke -> train
+# One training step instead of params.yaml's two: cheaper, and a --configfile override that must reach
+# the stage inside each SLURM job (the plugin's Snakemake in the job resolves the config again).
+OVERRIDES = {"train": {"max_steps": 1}}
+PARTITIONS = {"prepare": "cpu", "smoke": "gpu", "train": "gpu"}
+TIMINGS = {"tokens_per_s", "step_seconds"}
+
+
+@pytest.fixture
+def local_slurm(tmp_path: Path) -> Path:
+    """A running one-node SLURM (its state folder); stopped by the PIDs the script recorded."""
+    if os.geteuid() != 0:
+        pytest.skip("a local SLURM needs root (workflow/scripts/local_slurm.sh)")
+    state = tmp_path / "slurm"
+    env = {**os.environ, "ORCHESTRY_SLURM_DIR": str(state)}
+
+    def script(command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(SCRIPT), command], env=env, capture_output=True, text=True, timeout=600
+        )
+
+    try:
+        started = script("start")
+        if started.returncode == 3:  # this machine cannot (no apt-get, no packages): say why
+            pytest.skip(started.stderr.strip())
+        assert started.returncode == 0, started.stdout + started.stderr
+        yield state
+    finally:
+        stopped = script("stop")
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+
+
+def one_node_profile(dest: Path) -> Path:
+    """The slurm profile with each job's CPUs and memory capped at this node's; nothing else changed."""
+    node = subprocess.run(
+        ["scontrol", "show", "node"], capture_output=True, text=True, check=True
+    ).stdout
+    cpus = int(re.search(r"CPUTot=(\d+)", node).group(1))
+    mem_mb = int(re.search(r"RealMemory=(\d+)", node).group(1))
+    profile = yaml.safe_load(PROFILE.read_text())
+    for resources in [profile["default-resources"], *profile["set-resources"].values()]:
+        resources["cpus_per_task"] = min(resources["cpus_per_task"], cpus)
+        resources["mem_mb"] = min(resources["mem_mb"], mem_mb)
+    dest.mkdir()
+    (dest / "config.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
+    return dest
+
+
+def slurm_jobs(repo: Path) -> dict[str, str]:
+    """Rule -> SLURM job id, from the plugin's per-job logs (.snakemake/slurm_logs/rule_R/ID.log)."""
+    logs = sorted((repo / ".snakemake/slurm_logs").glob("rule_*/*.log"))
+    return {log.parent.name.removeprefix("rule_"): log.stem for log in logs}
+
+
+def job_record(job_id: str) -> dict[str, str]:
+    """`scontrol show job`'s Key=Value pairs (the cluster keeps finished jobs for MinJobAge)."""
+    out = subprocess.run(
+        ["scontrol", "show", "job", job_id], capture_output=True, text=True, check=True
+    ).stdout
+    return dict(re.findall(r"(\w+)=(\S*)", out))
+
+
+def without_timings(path: Path) -> list[dict] | dict:
+    if path.suffix == ".csv":
+        rows = list(csv.DictReader(path.open()))
+        return [{k: v for k, v in row.items() if k not in TIMINGS} for row in rows]
+    return {k: v for k, v in json.loads(path.read_text()).items() if k not in TIMINGS}
+
+
+def test_slurm_profile_runs_the_pipeline_like_a_local_run(local_slurm, tiny_repo, tmp_path):
+    repo, _ = tiny_repo
+    (repo / "overrides.yaml").write_text(yaml.safe_dump(OVERRIDES))
+    local = copy_repo(tmp_path / "local")
+    for name in ["params.yaml", "overrides.yaml"]:
+        (local / name).write_text((repo / name).read_text())
+    run_in(local, "snakemake", "--cores", "2", TARGET, "--configfile", "overrides.yaml")
+
+    run_in(
+        repo,
+        "snakemake",
+        "--profile",
+        str(one_node_profile(tmp_path / "profile")),
+        TARGET,
+        "--configfile",
+        "overrides.yaml",
+        # this cluster has no accounting database (sacct): squeue sees finished jobs for MinJobAge
+        "--slurm-status-command",
+        "squeue",
+        "--slurm-init-seconds-before-status-checks",
+        "2",
+        "--slurm-keep-successful-logs",  # the per-job logs name the SLURM job ids checked below
+        timeout=1500,  # minutes on an idle 2-core machine; a loaded one is several times slower
+    )
+
+    jobs = slurm_jobs(repo)
+    assert set(jobs) == set(PARTITIONS), jobs
+    completed = (local_slurm / "jobcomp.log").read_text()
+    for rule, job_id in jobs.items():
+        record = job_record(job_id)
+        assert record["JobState"] == "COMPLETED", (rule, record)
+        assert record["Partition"] == PARTITIONS[rule], (rule, record)
+        assert ("gpu:1" in record.get("TresPerJob", "")) == (PARTITIONS[rule] == "gpu"), record
+        assert f"JobId={job_id} " in completed, rule
+
+    assert len((repo / "results/train/history.csv").read_text().splitlines()) == 1 + 1  # header
+    for name in [
+        "data/prepared/train.jsonl",
+        "data/prepared/test.jsonl",
+        "results/smoke/smoke.json",
+    ]:
+        assert (repo / name).read_bytes() == (local / name).read_bytes(), name
+    assert (repo / "results/train/rollouts.jsonl").read_bytes() == (
+        local / "results/train/rollouts.jsonl"
+    ).read_bytes()
+    for name in ["results/train/history.csv", "results/train/metrics.json"]:
+        assert without_timings(repo / name) == without_timings(local / name), name
