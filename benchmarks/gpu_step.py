@@ -284,14 +284,7 @@ def main() -> None:
         args.out.write_text(json.dumps(run(job)))
         return
 
-    vs_args = argparse.Namespace(
-        params=args.params,
-        steps=args.steps,
-        problems_per_step=args.problems_per_step,
-        group_size=args.group_size,
-        max_new_tokens=args.max_new_tokens,
-        min_new_tokens=args.max_new_tokens,
-    )
+    vs_args = job_args(args)
     report: dict[str, Any] = {"variants": {}}
     with tempfile.TemporaryDirectory(prefix="gpu_step-") as tmp:
         job = vs_comlrl.prepare_job(vs_args, Path(tmp))
@@ -334,6 +327,18 @@ def main() -> None:
         "torch": torch.__version__,
     }
     write(report, args.out)
+
+
+def job_args(args: argparse.Namespace) -> argparse.Namespace:
+    """The settings `vs_comlrl.prepare_job` takes, every completion forced to --max-new-tokens."""
+    return argparse.Namespace(
+        params=args.params,
+        steps=args.steps,
+        problems_per_step=args.problems_per_step,
+        group_size=args.group_size,
+        max_new_tokens=args.max_new_tokens,
+        min_new_tokens=args.max_new_tokens,
+    )
 
 
 def write(report: dict[str, Any], out: Path) -> None:

@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import vs_comlrl  # noqa: E402
-from gpu_step import WARMUP_STEPS, override, timed  # noqa: E402
+from gpu_step import WARMUP_STEPS, job_args, override, timed  # noqa: E402
 
 from orchestry.agents.lora.dist import LAUNCHER_KEYS  # noqa: E402
 from orchestry.params import parse_params  # noqa: E402
@@ -184,14 +184,7 @@ def main() -> None:
                 f"{torch.cuda.device_count()}"
             )
 
-    vs_args = argparse.Namespace(
-        params=args.params,
-        steps=args.steps,
-        problems_per_step=args.problems_per_step,
-        group_size=args.group_size,
-        max_new_tokens=args.max_new_tokens,
-        min_new_tokens=args.max_new_tokens,
-    )
+    vs_args = job_args(args)
     runs: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="multi_gpu-") as tmp:
         job = vs_comlrl.prepare_job(vs_args, Path(tmp))
