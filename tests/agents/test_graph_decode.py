@@ -64,6 +64,6 @@ def test_min_new_tokens_holds_and_same_call_same_samples(policy: TeamPolicy) -> 
 
 
 def test_shapes_are_bucketed_and_the_embedded_model_is_supported(policy: TeamPolicy) -> None:
-    shape = decode_shape([[1] * 70, [1] * 3], 32, 0, True, 1.0, 0, 1.0)
+    shape = decode_shape([[1] * 70, [1] * 3], sampling(max_new_tokens=32))
     assert (shape.rows, shape.width) == (ROW_BUCKET, 2 * PROMPT_BUCKET)
     assert supports(policy.peft_model("aux"))

@@ -56,26 +56,17 @@ def generate_group(
     adapters = [adapter_of[requests[i].agent] for i in group for _ in range(requests[i].n)]
     pad = base.tokenizer.pad_token_id
     kwargs: dict[str, object] = {}
-    # rows of several adapters: each row through its own (orchestry/agents/lora/stacked_lora.py)
     if path not in PATHS:
         raise ValueError(f"generation path must be one of {PATHS}, got {path!r}")
     base.model.eval()
     if path == "graph":
         _synchronize(base.device)
         start = time.perf_counter()
-        shape = decode_shape(
-            rows,
-            sampling.max_new_tokens,
-            sampling.min_new_tokens,
-            sampling.do_sample,
-            sampling.temperature,
-            sampling.top_k,
-            sampling.top_p,
-        )
-        decoder = base.decoders.get(base.model, base.adapters, shape)
+        decoder = base.decoders.get(base.model, base.adapters, decode_shape(rows, sampling))
         index = [base.adapters.index(a) for a in adapters]
         new = decoder.run(rows, index, pad, base.stop_ids)
         return _generations(base, requests, prompts, group, new, time.perf_counter() - start)
+    # rows of several adapters: each row through its own (orchestry/agents/lora/stacked_lora.py)
     route = (lambda names: stacked_lora(base.model, names)) if len(set(adapters)) > 1 else None
     if route is None:
         activate(adapters[0])

@@ -28,6 +28,7 @@ import torch
 from peft import PeftModel
 from peft.tuners.lora import LoraLayer
 
+from orchestry.agents.base import SamplingSpec
 from orchestry.agents.lora.device_sampler import draw
 
 PROMPT_BUCKET = 64
@@ -352,18 +353,14 @@ class GraphDecoder:
         self.graph = graph
 
 
-def decode_shape(
-    rows: list[list[int]],
-    max_new: int,
-    min_new: int,
-    do_sample: bool,
-    temperature: float,
-    top_k: int,
-    top_p: float,
-) -> DecodeShape:
+def decode_shape(rows: list[list[int]], sampling: SamplingSpec) -> DecodeShape:
+    """The bucketed shape of a call: rows to a multiple of `ROW_BUCKET`, prompts of `PROMPT_BUCKET`."""
     width = -(-max(map(len, rows)) // PROMPT_BUCKET) * PROMPT_BUCKET
     n = -(-len(rows) // ROW_BUCKET) * ROW_BUCKET
-    return DecodeShape(n, width, max_new, min_new, do_sample, temperature, top_k, top_p)
+    s = sampling
+    return DecodeShape(
+        n, width, s.max_new_tokens, s.min_new_tokens, s.do_sample, s.temperature, s.top_k, s.top_p
+    )
 
 
 class DecoderCache:
