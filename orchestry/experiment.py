@@ -1,0 +1,233 @@
+"""`python -m orchestry.experiment CONFIG...`: the whole pipeline on other params, reported apart.
+
+An experiment is params.yaml with one or more YAML files' keys over it (the GPU run:
+`workflow/experiments/gpu.yaml`). It runs every stage of dvc.yaml, in dvc.yaml's order and with
+dvc.yaml's commands, in its own work folder `build/experiments/<name>/` (so the committed pipeline's
+results/ and reports/ stay as they are), then copies the figures stage's outputs with the exact params,
+the hardware and the wall time into `reports/<name>/`.
+
+Run it again after an interruption (a machine given back, a crash) and it goes on where it stopped:
+a stage whose stamp matches (its command, the params and every earlier stage's stamp) is skipped, and
+the train stage resumes from its last checkpoint under `build/experiments/<name>/cache/checkpoints`.
+To go on on another machine, bring that folder along. Nothing is written to `reports/<name>/` until
+every stage has run; a bad key in a config exits 2 naming it, before anything runs.
+
+This module is not imported by any stage (it runs them), so changing it reruns none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from orchestry import io, paths
+from orchestry.params.loading import ParamsError, parse_params
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = Path("build/experiments")
+STATE = ".experiment"  # in the work folder: one stamp per finished stage, the stage times
+# what reports/<name>/ receives from the work folder, as (source, name there)
+REPORTED = [
+    (paths.FIGURES, "figures"),
+    (paths.RESULTS_MD, "results.md"),
+    (paths.COMPARISON_CSV, "comparison.csv"),
+    (paths.TRAIN_METRICS, "train_metrics.json"),
+    (paths.HISTORY, "history.csv"),
+    (paths.SCHEMES / "summary.json", "schemes.json"),
+    (paths.PREPARED_SUMMARY, "split.json"),
+]
+
+
+class ExperimentFailed(Exception):
+    """A stage exited non-zero; the message names it and its log."""
+
+
+def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `over`'s keys on top; mappings merge key by key, anything else is replaced."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def resolve(configs: list[Path], params_yaml: Path) -> str:
+    """params.yaml with each config's keys over it, validated; the text of the experiment's params file."""
+    raw = yaml.safe_load(params_yaml.read_text()) or {}
+    for config in configs:
+        if not config.is_file():
+            raise ParamsError(f"{config}: no such config file")
+        over = yaml.safe_load(config.read_text()) or {}
+        if not isinstance(over, dict):
+            raise ParamsError(f"{config}: must be a mapping of params keys")
+        raw = merged(raw, over)
+    params = parse_params(raw, " + ".join([str(params_yaml), *map(str, configs)]))
+    names = ", ".join(str(c) for c in configs)
+    body = yaml.safe_dump(params.model_dump(mode="json"), sort_keys=False)
+    return (
+        f"# params.yaml with the keys of {names} over it (python -m orchestry.experiment)\n{body}"
+    )
+
+
+def stage_commands(dvc_yaml: Path) -> list[tuple[str, str]]:
+    """(name, command) for every stage of dvc.yaml in its order, `foreach` stages expanded."""
+    stages = yaml.safe_load(dvc_yaml.read_text())["stages"]
+    out: list[tuple[str, str]] = []
+    for name, stage in stages.items():
+        if "foreach" in stage:
+            for item in stage["foreach"]:
+                out.append((f"{name}@{item}", stage["do"]["cmd"].replace("${item}", str(item))))
+        else:
+            out.append((name, stage["cmd"]))
+    return out
+
+
+def with_params(cmd: str, params_file: str) -> list[str]:
+    """dvc.yaml's `python -m orchestry ...` as argv for this interpreter on the experiment's params."""
+    argv = shlex.split(cmd)
+    if argv[:3] != ["python", "-m", "orchestry"]:
+        raise ValueError(f"unexpected stage command in dvc.yaml: {cmd!r}")
+    return [sys.executable, "-m", "orchestry", "--params", params_file, *argv[3:]]
+
+
+def prepare_workdir(work: Path, params_text: str) -> None:
+    """The work folder: the experiment's params file, links to the problem sets and the model cache."""
+    work.mkdir(parents=True, exist_ok=True)
+    io.write_text(work / "params.yaml", params_text)
+    links = [*paths.PROBLEM_DIRS.values(), Path("cache/models")]
+    for rel in links:
+        (ROOT / rel).mkdir(parents=True, exist_ok=True)
+        link = work / rel
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if not link.is_symlink():
+            link.symlink_to(ROOT / rel, target_is_directory=True)
+
+
+def hardware() -> dict[str, Any]:
+    """The machine the experiment ran on, in words a reader can compare."""
+    info: dict[str, Any] = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_cores": os.cpu_count(),
+    }
+    for package in ("torch", "transformers", "peft"):
+        try:
+            info[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            info[package] = None
+    gpu = shutil.which("nvidia-smi")
+    if gpu:
+        query = [gpu, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"]
+        found = subprocess.run(query, capture_output=True, text=True, check=False).stdout
+        info["gpus"] = [line.strip() for line in found.splitlines() if line.strip()]
+    return info
+
+
+def run_stages(work: Path, log) -> dict[str, float]:
+    """Every stage not yet done, in order; returns the wall seconds each stage has taken so far."""
+    state = work / STATE
+    state.mkdir(exist_ok=True)
+    times_file = state / "times.json"
+    times = json.loads(times_file.read_text()) if times_file.exists() else {}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    stamp = hashlib.sha256((work / "params.yaml").read_bytes()).hexdigest()
+    for name, cmd in stage_commands(ROOT / "dvc.yaml"):
+        stamp = hashlib.sha256(f"{stamp}\n{cmd}".encode()).hexdigest()
+        done = state / f"{name}.done"
+        if done.exists() and done.read_text() == stamp:
+            log(f"{name}: done before, skipped")
+            continue
+        done.unlink(missing_ok=True)
+        log(f"{name}: {cmd}")
+        t0 = time.perf_counter()
+        proc = subprocess.run(with_params(cmd, "params.yaml"), cwd=work, env=env, check=False)
+        times[name] = times.get(name, 0.0) + time.perf_counter() - t0
+        io.write_json(times_file, times)
+        if proc.returncode != 0:
+            stage_log = work / "logs" / f"{name.replace('@', '_')}.log"
+            raise ExperimentFailed(
+                f"stage {name} exited {proc.returncode} (log: {stage_log}); "
+                "run the same command again to go on from there"
+            )
+        io.write_text(done, stamp)
+        log(f"{name}: {times[name]:.0f} s")
+    return times
+
+
+def report(work: Path, out: Path, configs: list[Path], times: dict[str, float]) -> None:
+    """reports/<name>/: the figures stage's outputs and the run's record, replaced as a whole."""
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    for src, name in REPORTED:
+        if (work / src).is_dir():
+            shutil.copytree(work / src, partial / name)
+        elif (work / src).exists():
+            shutil.copy2(work / src, partial / name)
+    shutil.copy2(work / "params.yaml", partial / "params.yaml")
+    for config in configs:
+        shutil.copy2(config, partial / f"config-{config.name}")
+    wall = {
+        "stages_s": {k: round(v, 1) for k, v in times.items()},
+        "total_s": round(sum(times.values()), 1),
+    }
+    io.write_json(partial / "wall_time.json", wall)
+    io.write_json(partial / "hardware.json", hardware())
+    shutil.rmtree(out, ignore_errors=True)
+    partial.rename(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m orchestry.experiment", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "configs", nargs="+", type=Path, help="YAML files of params keys, applied in order"
+    )
+    parser.add_argument(
+        "--name", help="the experiment's name (default: the last config's file stem)"
+    )
+    parser.add_argument("--out", type=Path, help="where its report goes (default: reports/<name>)")
+    args = parser.parse_args(argv)
+    name = args.name or args.configs[-1].stem
+    work, out = ROOT / BUILD / name, args.out or ROOT / paths.REPORTS / name
+
+    def log(message: str) -> None:
+        print(f"[experiment {name}] {message}", file=sys.stderr, flush=True)
+
+    try:
+        params_text = resolve(args.configs, ROOT / "params.yaml")
+    except ParamsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    prepare_workdir(work, params_text)
+    try:
+        times = run_stages(work, log)
+    except ExperimentFailed as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    report(work, out, args.configs, times)
+    log(f"done in {sum(times.values()):.0f} s of stages; report in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""`python -m orchestry.experiment`: the whole pipeline on overridden params, reported apart, resumable."""
+
+import json
+
+import pytest
+import yaml
+from conftest import ROOT, run_in
+
+from orchestry.experiment import merged, stage_commands, with_params
+
+
+def test_merged_overrides_nested_keys_and_keeps_the_rest():
+    base = {"train": {"lr": 1.0, "turns": 1}, "seed": 0}
+    assert merged(base, {"train": {"turns": 2}}) == {"train": {"lr": 1.0, "turns": 2}, "seed": 0}
+    assert base == {"train": {"lr": 1.0, "turns": 1}, "seed": 0}
+
+
+def test_stages_come_in_dvc_yaml_order_with_its_commands():
+    names = [name for name, _ in stage_commands(ROOT / "dvc.yaml")]
+    assert names[0] == "prepare" and names[-1] == "figures"
+    assert names.index("train") < names.index("evaluate") < names.index("schemes")
+    assert {"baseline@single", "baseline@discussion"} <= set(names)
+    argv = with_params("python -m orchestry --log logs/train.log train", "p.yaml")
+    assert argv[1:] == ["-m", "orchestry", "--params", "p.yaml", "--log", "logs/train.log", "train"]
+
+
+@pytest.mark.e2e
+def test_experiment_runs_apart_reports_and_goes_on_where_it_stopped(tiny_repo):
+    repo, _ = tiny_repo
+    (repo / "exp.yaml").write_text("train: {max_steps: 1}\nevaluate: {n_samples: 1}\n")
+    run = run_in(repo, "python", "-m", "orchestry.experiment", "exp.yaml", timeout=1500)
+    out = repo / "reports" / "exp"
+    header = (out / "comparison.csv").read_text().splitlines()[0].split(",")
+    assert {"method", "coop_rate", "coop_rate_ci_low", "test_pass_rate_ci_high"} <= set(header)
+    assert yaml.safe_load((out / "params.yaml").read_text())["train"]["max_steps"] == 1
+    assert json.loads((out / "train_metrics.json").read_text())["steps"] == 1
+    assert (out / "figures").is_dir() and (out / "results.md").is_file()
+    wall = json.loads((out / "wall_time.json").read_text())
+    assert wall["total_s"] > 0 and "train" in wall["stages_s"]
+    assert json.loads((out / "hardware.json").read_text())["cpu_cores"] >= 1
+    # the committed pipeline's outputs are left alone: everything ran in build/experiments/exp
+    assert not (repo / "results" / "train").exists()
+    assert (repo / "build" / "experiments" / "exp" / "results" / "train" / "adapters").is_dir()
+
+    # a second run finds every stage done; with the figures stage's stamp gone, only figures runs
+    assert (
+        "train: done before, skipped"
+        in run_in(repo, "python", "-m", "orchestry.experiment", "exp.yaml").stderr
+    )
+    (repo / "build" / "experiments" / "exp" / ".experiment" / "figures.done").unlink()
+    again = run_in(repo, "python", "-m", "orchestry.experiment", "exp.yaml").stderr
+    assert "evaluate: done before, skipped" in again and "figures: python -m orchestry" in again
+    assert run.returncode == 0
+
+
+def test_a_bad_key_exits_2_naming_it_and_runs_nothing(tiny_repo):
+    repo, _ = tiny_repo
+    (repo / "bad.yaml").write_text("train: {max_stepz: 1}\n")
+    proc = run_in(repo, "python", "-m", "orchestry.experiment", "bad.yaml", check=False)
+    assert proc.returncode == 2 and "max_stepz" in proc.stderr
+    assert not (repo / "build").exists() and not (repo / "reports" / "bad").exists()
+
+
+def test_a_failing_stage_exits_1_naming_it_and_reports_nothing(tiny_repo):
+    repo, _ = tiny_repo
+    (repo / "broken.yaml").write_text("model: {name: /nonexistent/model}\n")
+    proc = run_in(repo, "python", "-m", "orchestry.experiment", "broken.yaml", check=False)
+    assert proc.returncode == 1 and "stage smoke exited" in proc.stderr, proc.stderr[-2000:]
+    assert not (repo / "reports" / "broken").exists()
+    assert (repo / "build" / "experiments" / "broken" / ".experiment" / "prepare.done").exists()
