@@ -105,17 +105,31 @@ def with_params(cmd: str, params_file: str) -> list[str]:
     return [sys.executable, "-m", "orchestry", "--params", params_file, *argv[3:]]
 
 
-def prepare_workdir(work: Path, params_text: str) -> None:
-    """The work folder: the experiment's params file, links to the problem sets and the model cache."""
+def prepare_workdir(
+    work: Path, params_text: str, problems: Path | None = None, trained: Path | None = None
+) -> None:
+    """The work folder: the experiment's params file, links to the problem sets (`problems` in place
+    of data/coop) and the model cache, and with `trained` a finished run's train outputs."""
     work.mkdir(parents=True, exist_ok=True)
     io.write_text(work / "params.yaml", params_text)
-    links = [*paths.PROBLEM_DIRS.values(), Path("cache/models")]
-    for rel in links:
-        (ROOT / rel).mkdir(parents=True, exist_ok=True)
+    targets = {rel: ROOT / rel for rel in [*paths.PROBLEM_DIRS.values(), Path("cache/models")]}
+    if problems is not None:
+        targets[paths.PROBLEM_DIRS["coop"]] = problems.resolve()
+    for rel, target in targets.items():
+        target.mkdir(parents=True, exist_ok=True)
         link = work / rel
         link.parent.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() and link.resolve() != target:
+            link.unlink()
         if not link.is_symlink():
-            link.symlink_to(ROOT / rel, target_is_directory=True)
+            link.symlink_to(target, target_is_directory=True)
+    if trained is not None:
+        if not (trained / paths.ADAPTERS).is_dir():
+            raise FileNotFoundError(
+                f"{trained / paths.ADAPTERS} is missing: --trained takes a finished experiment's work folder"
+            )
+        shutil.rmtree(work / paths.TRAIN, ignore_errors=True)
+        shutil.copytree(trained / paths.TRAIN, work / paths.TRAIN)
 
 
 def hardware() -> dict[str, Any]:
@@ -138,8 +152,9 @@ def hardware() -> dict[str, Any]:
     return info
 
 
-def run_stages(work: Path, log) -> dict[str, float]:
-    """Every stage not yet done, in order; returns the wall seconds each stage has taken so far."""
+def run_stages(work: Path, log, skip: tuple[str, ...] = ()) -> dict[str, float]:
+    """Every stage not yet done, in order, but those in `skip`; returns the wall seconds each stage
+    has taken so far."""
     state = work / STATE
     state.mkdir(exist_ok=True)
     times_file = state / "times.json"
@@ -148,10 +163,16 @@ def run_stages(work: Path, log) -> dict[str, float]:
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
-    stamp = hashlib.sha256((work / "params.yaml").read_bytes()).hexdigest()
+    origin = "\n".join(f"{p}: {p.resolve()}" for p in sorted((work / "data").glob("*")))
+    trained = (work / paths.ADAPTERS).stat().st_mtime if skip else ""
+    start = (work / "params.yaml").read_text() + origin + str(trained)
+    stamp = hashlib.sha256(start.encode()).hexdigest()
     for name, cmd in stage_commands(ROOT / "dvc.yaml"):
         stamp = hashlib.sha256(f"{stamp}\n{cmd}".encode()).hexdigest()
         done = state / f"{name}.done"
+        if name in skip:
+            log(f"{name}: skipped (--trained)")
+            continue
         if done.exists() and done.read_text() == stamp:
             log(f"{name}: done before, skipped")
             continue
@@ -206,6 +227,15 @@ def main(argv: list[str] | None = None) -> int:
         "--name", help="the experiment's name (default: the last config's file stem)"
     )
     parser.add_argument("--out", type=Path, help="where its report goes (default: reports/<name>)")
+    parser.add_argument(
+        "--problems", type=Path, help="a folder of two-role problems to use in place of data/coop"
+    )
+    parser.add_argument(
+        "--trained",
+        type=Path,
+        help="a finished experiment's work folder (build/experiments/<name>): its trained team is "
+        "evaluated, the smoke and train stages are not run",
+    )
     args = parser.parse_args(argv)
     name = args.name or args.configs[-1].stem
     work, out = ROOT / BUILD / name, args.out or ROOT / paths.REPORTS / name
@@ -218,10 +248,10 @@ def main(argv: list[str] | None = None) -> int:
     except ParamsError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    prepare_workdir(work, params_text)
     try:
-        times = run_stages(work, log)
-    except ExperimentFailed as err:
+        prepare_workdir(work, params_text, args.problems, args.trained)
+        times = run_stages(work, log, ("smoke", "train") if args.trained else ())
+    except (ExperimentFailed, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     report(work, out, args.configs, times)
