@@ -267,6 +267,20 @@ class TrainParams(Section):
         description="Per-agent credit: each sample's value mixes the joint return (1 - w) with its "
         "reward next to reference partners (w); 0 = the paper's joint return only.",
     )
+    curriculum: Literal["none", "easy_first"] = Field(
+        "none",
+        description="Problem order: `none` (the seeded permutation per epoch) or `easy_first`: the "
+        "first epoch as `none`, then each step draws `problems_per_step` distinct problems, seeded "
+        "by (seed, step), with weight success + 0.05, success = mean test pass rate of the "
+        "problem's first-turn joint actions at its last 2 visits; a mastered problem (success >= "
+        "`curriculum_promote`) weighs 0.05. Same number of steps; a resumed run draws the same.",
+    )
+    curriculum_promote: float = Field(
+        0.75,
+        gt=0.0,
+        le=1.0,
+        description="`easy_first`: the success at which a problem counts as mastered and drops back.",
+    )
 
     @model_validator(mode="after")
     def _a_problem_per_process(self) -> TrainParams:

@@ -44,8 +44,10 @@ def save_checkpoint(
     history: list,
     rollout_bytes: int,
     world: World = ONE_PROCESS,
+    curriculum: dict[str, Any] | None = None,
 ) -> None:
-    """Write `ckpt_dir/last` after `step` steps (rank 0; every rank must call it, it gathers)."""
+    """Write `ckpt_dir/last` after `step` steps (rank 0; every rank must call it, it gathers);
+    `curriculum` is rank 0's curriculum state, kept only when the run has one."""
     ranks = world.gather({"rng": rng_state(), "generate_calls": policy.generate_calls})
     if ranks is None:  # not rank 0: its part is in rank 0's hands now
         return
@@ -63,6 +65,8 @@ def save_checkpoint(
     }
     if world.size > 1:
         state["ranks"] = ranks
+    if curriculum is not None:
+        state["curriculum"] = curriculum
     torch.save(state, tmp / "state.pt")
     io.replace_dir(tmp, ckpt_dir / "last")
 

@@ -36,6 +36,7 @@ from orchestry.agents.lora.dist import (
     world_from_env,
 )
 from orchestry.agents.lora.team import TeamPolicy
+from orchestry.algos.curriculum import Curriculum, schedule_problems
 from orchestry.algos.magrpo import sample_advantages
 from orchestry.algos.pg_update import Optimizers, TrainingFailed, update_agents
 from orchestry.algos.tree import ExpertFn, JudgeFn, Rollout, rollout
@@ -125,19 +126,6 @@ def gather_rollout(ro: Rollout, world: World, order: Sequence[str]) -> Rollout |
     )
 
 
-def schedule_problems(
-    problems: list[Problem], per_step: int, epochs: int, seed: int
-) -> list[list[str]]:
-    """The data order: a seeded permutation per epoch, cut into steps of `per_step` problem ids."""
-    steps: list[list[str]] = []
-    ids = [p.id for p in problems]
-    for epoch in range(epochs):
-        order = np.random.default_rng([seed, epoch]).permutation(len(ids))
-        for i in range(0, len(order), per_step):
-            steps.append([ids[j] for j in order[i : i + per_step]])
-    return steps
-
-
 def run_hash(params: Params, problems: list[Problem]) -> str:
     """Identifies a training run (settings + data) so a checkpoint is only resumed by the same run;
     the number of processes is left out: a run resumes at any."""
@@ -163,6 +151,8 @@ def train_loop(
 
     With several processes (`world`) every rank calls this with the same plan and rolls out its
     share of each step; rank 0 returns the metrics over all ranks, the others an empty list.
+    With `train.curriculum: easy_first` the steps after the plan's first epoch take the problems
+    `algos/curriculum.Curriculum` draws (rank 0's, shared), in the same number of steps.
     """
     by_id = {p.id: p for p in problems}
     sampling, settings = sampling_spec(params), rollout_settings(params)
@@ -174,15 +164,22 @@ def train_loop(
         optimizer_settings(params),
         len(plan),
     )
-    start, history = _resume(ckpt_dir, rollouts_path, policy, opts, world)
+    curriculum, t = None, params.train
+    if t.curriculum == "easy_first":
+        curriculum = Curriculum(
+            plan, list(by_id), t.problems_per_step, t.curriculum_promote, params.seed
+        )
+    start, history = _resume(ckpt_dir, rollouts_path, policy, opts, world, curriculum)
     policy.sample_stream = world.rank  # rank 0 samples as one process would, the others their own
     world.copy_from_main([p for o in opts.optimizers.values() for p in o.param_groups[0]["params"]])
     ranks = world if world.size > 1 else None  # one process: the update's single-process path
     with _progress(len(plan), start, world.is_main) as advance:
         for step in range(start, len(plan)):
             t0 = time.perf_counter()
-            # this rank's share of the step's problems: a node's G siblings never span ranks
-            tasks = [by_id[i] for i in plan[step][world.rank :: world.size]]
+            # this rank's share of the step's problems (rank 0's curriculum picks them for all):
+            # a node's G siblings never span ranks
+            ids = plan[step] if curriculum is None else world.share(curriculum.problems(step))
+            tasks = [by_id[i] for i in ids[world.rank :: world.size]]
             # 1. rollout: the team answers, the environment scores, returns flow up the tree
             ro = rollout(policy, env, tasks, sampling, settings, expert, judge)
             # 2. advantages: each agent's samples against their group (MAGRPO)
@@ -191,19 +188,25 @@ def train_loop(
             stats = update_agents(policy, opts, rows, update, ranks)
 
             # bookkeeping on rank 0, over every rank's nodes: metrics, rollouts, checkpoint, progress
-            whole = gather_rollout(ro, world, plan[step])
+            whole = gather_rollout(ro, world, ids)
             done = step + 1
             if whole is not None:
                 metrics = {"step": step, **step_metrics(whole, params.train.turns), **stats}
                 metrics["tokens_per_s"] = whole.new_tokens / max(whole.gen_seconds, 1e-9)
                 metrics["step_seconds"] = time.perf_counter() - t0
+                if curriculum is not None:  # success: each first-turn joint action's pass rate
+                    curriculum.observe(
+                        (n.task.id, n.outcome.metrics["pass_rate"]) for n in whole.roots
+                    )
+                    metrics["curriculum/mastered"] = float(curriculum.mastered())
                 history.append(metrics)
                 with open(rollouts_path, "a", encoding="utf-8") as fh:
                     for row in rollout_rows(whole, step):
                         fh.write(json.dumps(row, sort_keys=True) + "\n")
             if ckpt_dir and (done % params.train.checkpoint_every == 0 or done == len(plan)):
                 size = rollouts_path.stat().st_size if world.is_main else 0
-                save_checkpoint(ckpt_dir, done, policy, opts, history, size, world)
+                kept = curriculum.state() if curriculum else None
+                save_checkpoint(ckpt_dir, done, policy, opts, history, size, world, kept)
             if whole is not None:
                 loss = sum(v for k, v in stats.items() if k.startswith("loss"))
                 info = f"return {metrics['return_mean']:.2f}  loss {loss:.3f}"
@@ -218,8 +221,10 @@ def _resume(
     policy: TeamPolicy,
     opts: Optimizers,
     world: World,
+    curriculum: Curriculum | None = None,
 ) -> tuple[int, list[dict[str, float]]]:
-    """The step to start at and the history so far: from the last checkpoint, else from scratch."""
+    """The step to start at and the history so far (and the curriculum's state): from the last
+    checkpoint, else from scratch."""
     rollouts_path.parent.mkdir(parents=True, exist_ok=True)
     resume = False
     if world.is_main and ckpt_dir and (ckpt_dir / "last").exists():
@@ -240,6 +245,8 @@ def _resume(
         with open(rollouts_path, "r+b") as fh:
             fh.truncate(state["rollout_bytes"])
         log.info("resumed from checkpoint at step %d", state["step"])
+    if curriculum is not None:
+        curriculum.restore(state["curriculum"])
     return state["step"], state["history"]
 
 

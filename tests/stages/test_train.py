@@ -11,6 +11,7 @@ import pytest
 import torch
 from conftest import ROOT, run_in
 
+from orchestry.algos.curriculum import schedule_problems
 from orchestry.algos.magrpo import sample_advantages
 from orchestry.algos.pg_update import Optimizers, update_agents
 from orchestry.algos.tree import rollout
@@ -23,8 +24,10 @@ from orchestry.stages.from_params import (
     optimizer_settings,
     rollout_settings,
     sampling_spec,
+    seed_everything,
     update_settings,
 )
+from orchestry.stages.train import train_loop
 
 
 def adapter_bytes(repo: Path) -> dict[str, bytes]:
@@ -133,3 +136,49 @@ def test_three_agents_on_three_role_problems():
     assert "def aux2(" in helper_prompt and "def aux1(" not in helper_prompt
     rows = sample_advantages(ro.groups, advantage_settings(params))
     assert set(rows) == {"aux1", "aux2", "main"}
+
+
+def test_curriculum_run_resumed_from_a_checkpoint_takes_the_same_steps(tmp_path):
+    """`train.curriculum: easy_first`: stopped after 2 of 3 steps and resumed, the run draws the
+    same problems and writes the same rollouts as the uninterrupted one."""
+    params = parse_params(
+        {
+            "sampling": {"max_new_tokens": 24},
+            "train": {
+                "group_size": 2,
+                "problems_per_step": 1,
+                "checkpoint_every": 1,
+                "warmup_steps": 0,
+                "curriculum": "easy_first",
+            },
+        }
+    )
+    problems = load_problem_dir(ROOT / "data/coop")[:2]
+    plan = schedule_problems(problems, 1, 2, params.seed)[:3]  # 2 steps of the plan, 1 drawn
+
+    def train(name: str, plan: list[list[str]]) -> list[dict]:
+        seed_everything(params.seed)
+        run = tmp_path / name
+        history = train_loop(
+            params,
+            make_policy(params),
+            make_env(params),
+            problems,
+            plan,
+            run / "rollouts.jsonl",
+            run / "ckpt",
+        )
+        return [
+            {k: v for k, v in h.items() if k not in ("step_seconds", "tokens_per_s")}
+            for h in history
+        ]
+
+    whole = train("whole", plan)
+    train("cut", plan[:2])
+    assert train("cut", plan) == whole
+    assert (tmp_path / "cut/rollouts.jsonl").read_text() == (
+        tmp_path / "whole/rollouts.jsonl"
+    ).read_text()
+    assert "curriculum/mastered" in whole[-1]
+    state = torch.load(tmp_path / "cut/ckpt/last/state.pt", weights_only=False)
+    assert sorted(state["curriculum"]) == sorted(p.id for p in problems)
