@@ -1,8 +1,9 @@
 """`python -m orchestry <stage>`: the one way every stage runs (DVC, Snakemake and the tests use it).
 
-The CLI validates params.yaml once, then calls the stage module's `run`. Errors a user can fix (bad
-params, a missing input or model, an unavailable sandbox, the API budget) print one line and exit
-non-zero; a bad params file exits 2 before anything is written.
+The CLI validates params.yaml once, then calls the stage module's `run`; `schema`, `params-doc` and
+`show` (episodes of a rollouts/generations file, in the terminal) are commands beside the stages.
+Errors a user can fix (bad params, a missing input or model, an unavailable sandbox, the API budget)
+print one line and exit non-zero; a bad params file exits 2 before anything is written.
 """
 
 from __future__ import annotations
@@ -61,6 +62,22 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help=f"write nothing; exit 1 naming the first differing line if {README_PATH} is stale",
     )
+    show = sub.add_parser("show", help="render episodes of a rollouts/generations file")
+    show.add_argument(
+        "file",
+        nargs="?",
+        default=str(paths.ROLLOUTS),
+        help=f"JSONL rows (default: {paths.ROLLOUTS})",
+    )
+    show.add_argument(
+        "--pick",
+        default=None,
+        help="best or worst (by return), random (--seed) or id (--id); default: id with --id, else best",
+    )
+    show.add_argument("--id", dest="problem_id", default=None, help="rows of this problem id")
+    show.add_argument("-n", type=int, default=1, help="how many episodes (default: 1)")
+    show.add_argument("--seed", type=int, default=0, help="seed of --pick random (default: 0)")
+    show.add_argument("--width", type=int, default=None, help="columns (default: the terminal's)")
     return parser
 
 
@@ -99,6 +116,17 @@ def main(argv: list[str] | None = None) -> int:
                 "run `python -m orchestry params-doc`",
                 file=sys.stderr,
             )
+            return 1
+        return 0
+    if args.stage == "show":
+        # imported here: the viewer needs no params, and rich loads only for it
+        from orchestry.analysis import show
+
+        pick = args.pick or ("id" if args.problem_id is not None else "best")
+        try:
+            show.show_file(args.file, pick, args.n, args.seed, args.problem_id, args.width)
+        except show.ShowError as err:
+            print(f"error: {err}", file=sys.stderr)
             return 1
         return 0
     try:
