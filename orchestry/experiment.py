@@ -163,7 +163,8 @@ def run_stages(work: Path, log, skip: tuple[str, ...] = ()) -> dict[str, float]:
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
-    origin = "\n".join(f"{p}: {p.resolve()}" for p in sorted((work / "data").glob("*")))
+    # where the problem sets point (links made by prepare_workdir); not data/prepared, an output
+    origin = "\n".join(f"{rel}: {(work / rel).resolve()}" for rel in paths.PROBLEM_DIRS.values())
     trained = (work / paths.ADAPTERS).stat().st_mtime if skip else ""
     start = (work / "params.yaml").read_text() + origin + str(trained)
     stamp = hashlib.sha256(start.encode()).hexdigest()
