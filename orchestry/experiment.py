@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 
 from orchestry import io, paths
-from orchestry.params.loading import ParamsError, parse_params
+from orchestry.params import Params, ParamsError, parse_params
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = Path("build/experiments")
@@ -66,8 +66,8 @@ def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def resolve(configs: list[Path], params_yaml: Path) -> str:
-    """params.yaml with each config's keys over it, validated; the text of the experiment's params file."""
+def resolve(configs: list[Path], params_yaml: Path) -> Params:
+    """params.yaml with each config's keys over it, validated (ParamsError names a bad key or file)."""
     raw = yaml.safe_load(params_yaml.read_text()) or {}
     for config in configs:
         if not config.is_file():
@@ -76,12 +76,7 @@ def resolve(configs: list[Path], params_yaml: Path) -> str:
         if not isinstance(over, dict):
             raise ParamsError(f"{config}: must be a mapping of params keys")
         raw = merged(raw, over)
-    params = parse_params(raw, " + ".join([str(params_yaml), *map(str, configs)]))
-    names = ", ".join(str(c) for c in configs)
-    body = yaml.safe_dump(params.model_dump(mode="json"), sort_keys=False)
-    return (
-        f"# params.yaml with the keys of {names} over it (python -m orchestry.experiment)\n{body}"
-    )
+    return parse_params(raw, " + ".join([str(params_yaml), *map(str, configs)]))
 
 
 def stage_commands(dvc_yaml: Path) -> list[tuple[str, str]]:
@@ -106,30 +101,47 @@ def with_params(cmd: str, params_file: str) -> list[str]:
 
 
 def prepare_workdir(
-    work: Path, params_text: str, problems: Path | None = None, trained: Path | None = None
-) -> None:
+    work: Path,
+    params: Params,
+    configs: list[Path],
+    problems: Path | None = None,
+    trained: Path | None = None,
+) -> str:
     """The work folder: the experiment's params file, links to the problem sets (`problems` in place
-    of data/coop) and the model cache, and with `trained` a finished run's train outputs."""
+    of data/coop) and to the model cache, and with `trained` a finished run's train outputs. Returns
+    where those inputs come from, in words, for the stamps."""
+    if problems is not None and not problems.is_dir():
+        raise FileNotFoundError(f"{problems}: no such folder of problems (--problems)")
+    if trained is not None and not (trained / paths.ADAPTERS).is_dir():
+        raise FileNotFoundError(
+            f"{trained / paths.ADAPTERS} is missing: --trained takes a finished experiment's work folder"
+        )
     work.mkdir(parents=True, exist_ok=True)
-    io.write_text(work / "params.yaml", params_text)
-    targets = {rel: ROOT / rel for rel in [*paths.PROBLEM_DIRS.values(), Path("cache/models")]}
+    names = ", ".join(str(c) for c in configs)
+    body = yaml.safe_dump(params.model_dump(mode="json"), sort_keys=False)
+    header = f"# params.yaml with the keys of {names} over it (python -m orchestry.experiment)"
+    io.write_text(work / "params.yaml", f"{header}\n{body}")
+    targets = {rel: ROOT / rel for rel in paths.PROBLEM_DIRS.values()}
     if problems is not None:
         targets[paths.PROBLEM_DIRS["coop"]] = problems.resolve()
+    cache = Path(params.model.cache_dir)
+    if not cache.is_absolute():  # the converted model is shared with the checkout's runs
+        (ROOT / cache).mkdir(parents=True, exist_ok=True)
+        targets[cache] = ROOT / cache
     for rel, target in targets.items():
-        target.mkdir(parents=True, exist_ok=True)
         link = work / rel
         link.parent.mkdir(parents=True, exist_ok=True)
         if link.is_symlink() and link.resolve() != target:
             link.unlink()
         if not link.is_symlink():
             link.symlink_to(target, target_is_directory=True)
+    origin = [f"{rel}: {target}" for rel, target in targets.items() if rel != cache]
     if trained is not None:
-        if not (trained / paths.ADAPTERS).is_dir():
-            raise FileNotFoundError(
-                f"{trained / paths.ADAPTERS} is missing: --trained takes a finished experiment's work folder"
-            )
         shutil.rmtree(work / paths.TRAIN, ignore_errors=True)
         shutil.copytree(trained / paths.TRAIN, work / paths.TRAIN)
+        adapters = trained / paths.ADAPTERS
+        origin.append(f"trained: {adapters.resolve()} {adapters.stat().st_mtime}")
+    return "\n".join(origin)
 
 
 def hardware() -> dict[str, Any]:
@@ -152,9 +164,10 @@ def hardware() -> dict[str, Any]:
     return info
 
 
-def run_stages(work: Path, log, skip: tuple[str, ...] = ()) -> dict[str, float]:
+def run_stages(work: Path, origin: str, log, skip: tuple[str, ...] = ()) -> dict[str, float]:
     """Every stage not yet done, in order, but those in `skip`; returns the wall seconds each stage
-    has taken so far."""
+    has taken so far. A stage is done when its stamp (over the params, `origin`, its command and
+    the stages before it) matches the one it left."""
     state = work / STATE
     state.mkdir(exist_ok=True)
     times_file = state / "times.json"
@@ -163,10 +176,7 @@ def run_stages(work: Path, log, skip: tuple[str, ...] = ()) -> dict[str, float]:
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
-    # where the problem sets point (links made by prepare_workdir); not data/prepared, an output
-    origin = "\n".join(f"{rel}: {(work / rel).resolve()}" for rel in paths.PROBLEM_DIRS.values())
-    trained = (work / paths.ADAPTERS).stat().st_mtime if skip else ""
-    start = (work / "params.yaml").read_text() + origin + str(trained)
+    start = (work / "params.yaml").read_text() + origin
     stamp = hashlib.sha256(start.encode()).hexdigest()
     for name, cmd in stage_commands(ROOT / "dvc.yaml"):
         stamp = hashlib.sha256(f"{stamp}\n{cmd}".encode()).hexdigest()
@@ -245,13 +255,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[experiment {name}] {message}", file=sys.stderr, flush=True)
 
     try:
-        params_text = resolve(args.configs, ROOT / "params.yaml")
+        params = resolve(args.configs, ROOT / "params.yaml")
     except ParamsError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     try:
-        prepare_workdir(work, params_text, args.problems, args.trained)
-        times = run_stages(work, log, ("smoke", "train") if args.trained else ())
+        origin = prepare_workdir(work, params, args.configs, args.problems, args.trained)
+        times = run_stages(work, origin, log, ("smoke", "train") if args.trained else ())
     except (ExperimentFailed, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -83,3 +83,13 @@ def test_a_failing_stage_exits_1_naming_it_and_reports_nothing(tiny_repo):
     assert proc.returncode == 1 and "stage smoke exited" in proc.stderr, proc.stderr[-2000:]
     assert not (repo / "reports" / "broken").exists()
     assert (repo / "build" / "experiments" / "broken" / ".experiment" / "prepare.done").exists()
+
+
+def test_a_missing_problems_folder_exits_1_naming_it_and_builds_nothing(tiny_repo):
+    repo, _ = tiny_repo
+    (repo / "exp.yaml").write_text("train: {max_steps: 1}\n")
+    missing = repo.parent / "no-such-problems"
+    argv = ["exp.yaml", "--problems", str(missing)]
+    proc = run_in(repo, "python", "-m", "orchestry.experiment", *argv, check=False)
+    assert proc.returncode == 1 and "no-such-problems: no such folder" in proc.stderr
+    assert not missing.exists() and not (repo / "build").exists()
