@@ -107,7 +107,7 @@ def prepare_workdir(
     problems: Path | None = None,
     trained: Path | None = None,
 ) -> str:
-    """The work folder: the experiment's params file, links to the problem sets (`problems` in place
+    """The work folder: the experiment's params file, links to the task sets (`problems` in place
     of data/coop) and to the model cache, and with `trained` a finished run's train outputs. Returns
     where those inputs come from, in words, for the stamps."""
     if problems is not None and not problems.is_dir():
@@ -121,7 +121,8 @@ def prepare_workdir(
     body = yaml.safe_dump(params.model_dump(mode="json"), sort_keys=False)
     header = f"# params.yaml with the keys of {names} over it (python -m orchestry.experiment)"
     io.write_text(work / "params.yaml", f"{header}\n{body}")
-    targets = {rel: ROOT / rel for rel in paths.PROBLEM_DIRS.values()}
+    sets = (*paths.PROBLEM_DIRS.values(), paths.STORY_DATA, paths.WRITING_DATA)
+    targets = {rel: ROOT / rel for rel in sets}
     if problems is not None:
         targets[paths.PROBLEM_DIRS["coop"]] = problems.resolve()
     cache = Path(params.model.cache_dir)

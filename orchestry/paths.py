@@ -10,6 +10,9 @@ from pathlib import Path
 
 # problem sets in the repository, and the prepared splits
 PROBLEM_DIRS = {"coop": Path("data/coop"), "coop3": Path("data/coop3")}
+# the text environments' tasks, written by the project (envs/story, envs/writing)
+STORY_DATA = Path("data/story")
+WRITING_DATA = Path("data/writing")
 PREPARED = Path("data/prepared")
 PREPARED_SUMMARY = PREPARED / "summary.json"
 

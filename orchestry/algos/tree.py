@@ -23,9 +23,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestry.agents.base import Generator, GenRequest, SamplingSpec
+from orchestry.agents.base import Generation, Generator, GenRequest, SamplingSpec
 from orchestry.algos.magrpo import turn_return
-from orchestry.envs.base import Env, Messages, Outcome, Turn
+from orchestry.envs.base import Env, Outcome, Turn
 
 # expert(task, action by agent, notes) -> advice by agent, or None when the call failed
 ExpertFn = Callable[[Any, dict[str, str], str], dict[str, str] | None]
@@ -142,34 +142,14 @@ def rollout(
     for turn in range(1, settings.turns + 1):
         if not frontier:
             break
-        views: list[Messages] = [
-            env.observe(f.task, a, f.histories[a]) for f in frontier for a in agents
-        ]
-        requests = [
-            GenRequest(a, views[fi * len(agents) + ai], g)
-            for fi, _ in enumerate(frontier)
-            for ai, a in enumerate(agents)
-        ]
-        start = time.perf_counter()
-        gens = policy.generate(requests, sampling)
-        gen_seconds += time.perf_counter() - start  # batched rows share the call's wall time
-        new_tokens += sum(x.new_tokens for x in gens)
+        if getattr(env, "sequential", False):
+            per_task, seconds, tokens = _sample_in_order(policy, env, frontier, sampling, settings)
+        else:
+            per_task, seconds, tokens = _sample_at_once(policy, env, frontier, sampling, g)
+        gen_seconds += seconds
+        new_tokens += tokens
         pending: list[tuple[_Frontier, dict[str, Sample], list[dict[str, Sample]]]] = []
-        for fi, f in enumerate(frontier):
-            per_agent: dict[str, list[Sample]] = {}
-            for ai, a in enumerate(agents):
-                gen = gens[fi * len(agents) + ai]
-                per_agent[a] = [
-                    Sample(
-                        a,
-                        f.histories[a],
-                        text,
-                        gen.prompt_ids,
-                        ids,
-                        env.act(f.task, a, text),
-                    )
-                    for text, ids in zip(gen.texts, gen.token_ids, strict=True)
-                ]
+        for f, per_agent in zip(frontier, per_task, strict=True):
             combos = [
                 {a: per_agent[a][idx[ai]] for ai, a in enumerate(agents)}
                 for idx in _joint_indices(settings.joint_mode, len(agents), g)
@@ -206,6 +186,72 @@ def rollout(
         bonus = settings.judge_weight * node.judge if node.judge is not None else 0.0
         node.ret = turn_return(node.total + bonus, [c.ret for c in node.children], settings.gamma)
     return Rollout(roots, nodes, groups, gen_seconds, new_tokens)
+
+
+def _samples(env: Env, f: _Frontier, agent: str, gen: Generation) -> list[Sample]:
+    return [
+        Sample(agent, f.histories[agent], text, gen.prompt_ids, ids, env.act(f.task, agent, text))
+        for text, ids in zip(gen.texts, gen.token_ids, strict=True)
+    ]
+
+
+def _sample_at_once(
+    policy: Generator, env: Env, frontier: list[_Frontier], sampling: SamplingSpec, g: int
+) -> tuple[list[dict[str, list[Sample]]], float, int]:
+    """Every agent's G samples at every node in one generate call (agents act simultaneously)."""
+    agents = env.roles.agents
+    requests = [
+        GenRequest(a, env.observe(f.task, a, f.histories[a]), g) for f in frontier for a in agents
+    ]
+    start = time.perf_counter()
+    gens = policy.generate(requests, sampling)
+    seconds = time.perf_counter() - start  # batched rows share the call's wall time
+    per_task = [
+        {a: _samples(env, f, a, gens[fi * len(agents) + ai]) for ai, a in enumerate(agents)}
+        for fi, f in enumerate(frontier)
+    ]
+    return per_task, seconds, sum(x.new_tokens for x in gens)
+
+
+def _sample_in_order(
+    policy: Generator,
+    env: Env,
+    frontier: list[_Frontier],
+    sampling: SamplingSpec,
+    settings: RolloutSettings,
+) -> tuple[list[dict[str, list[Sample]]], float, int]:
+    """A sequential environment's agents act in role order: the g-th sample of each agent sees
+    the g-th samples of the agents before it (`env.observe_after`), one generate call per agent."""
+    if settings.joint_mode != "aligned":
+        raise ValueError("an environment whose agents act in order needs joint_mode aligned")
+    g, agents = settings.group_size, env.roles.agents
+    per_task: list[dict[str, list[Sample]]] = [{} for _ in frontier]
+    seconds, tokens = 0.0, 0
+    for ai, a in enumerate(agents):
+        if ai == 0:
+            requests = [GenRequest(a, env.observe(f.task, a, f.histories[a]), g) for f in frontier]
+        else:
+            requests = [
+                GenRequest(
+                    a,
+                    env.observe_after(f.task, a, _earlier(per, agents[:ai], i), f.histories[a]),
+                    1,
+                )
+                for f, per in zip(frontier, per_task, strict=True)
+                for i in range(g)
+            ]
+        start = time.perf_counter()
+        gens = policy.generate(requests, sampling)
+        seconds += time.perf_counter() - start
+        tokens += sum(x.new_tokens for x in gens)
+        for fi, f in enumerate(frontier):
+            mine = gens[fi : fi + 1] if ai == 0 else gens[fi * g : (fi + 1) * g]
+            per_task[fi][a] = [s for gen in mine for s in _samples(env, f, a, gen)]
+    return per_task, seconds, tokens
+
+
+def _earlier(per_agent: dict[str, list[Sample]], agents: Sequence[str], i: int) -> dict[str, str]:
+    return {b: per_agent[b][i].action for b in agents}
 
 
 def _score_with_reference_partners(

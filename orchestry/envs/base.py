@@ -60,6 +60,17 @@ class Outcome:
     """Anything else the environment keeps for itself (e.g. the sandbox report)."""
 
 
+def with_history(messages: Messages, history: Sequence[Turn]) -> Messages:
+    """A first observation extended by the agent's earlier turns: its answer, then the feedback."""
+    for turn in history:
+        messages = [
+            *messages,
+            {"role": "assistant", "content": turn.response},
+            {"role": "user", "content": turn.feedback},
+        ]
+    return messages
+
+
 class Env(Protocol):
     """A cooperative task for a team of agents (a Dec-POMDP seen through chat)."""
 
@@ -84,6 +95,21 @@ class Env(Protocol):
     def reference(self, task: Any, agent: str) -> str | None:
         """A reference partner's action for `agent`'s role (None: the task has none). Used for
         per-agent credit: each agent's sample is also scored next to reference partners."""
+        ...
+
+
+class SequentialEnv(Env, Protocol):
+    """An `Env` whose agents act in role order within a turn (a workflow: a writer drafts, a
+    reviewer reads the draft, ...). The rollout tree and the team protocol then ask the agents
+    one after another; joint actions are aligned (the g-th samples form joint action g)."""
+
+    sequential: bool
+    """True: agents act in role order, each seeing the earlier agents' actions of the turn."""
+
+    def observe_after(
+        self, task: Any, agent: str, earlier: Mapping[str, str], history: Sequence[Turn] = ()
+    ) -> Messages:
+        """`agent`'s observation with the earlier agents' actions of this turn (role order)."""
         ...
 
 
@@ -131,6 +157,17 @@ def check_env(env: Env, task: Any, texts: Mapping[str, str]) -> list[Outcome]:
         )
         actions[agent] = env.act(task, agent, texts[agent])
         assert isinstance(actions[agent], str), f"act: {agent}'s action is not a string"
+    if getattr(env, "sequential", False):
+        for i, agent in enumerate(agents[1:], start=1):
+            earlier = {b: actions[b] for b in agents[:i]}
+            seen = env.observe_after(task, agent, earlier)  # type: ignore[attr-defined]
+            assert seen and seen[-1]["role"] == "user", (
+                f"observe_after: {agent}'s observation must end with a user turn"
+            )
+            shown = "\n".join(m["content"] for m in seen)
+            assert all(a.strip() in shown for a in earlier.values()), (
+                f"observe_after: {agent} must see the earlier agents' actions"
+            )
     outcomes = env.score([(task, actions), (task, {a: "" for a in agents})])
     assert len(outcomes) == 2, f"score: 2 joint actions gave {len(outcomes)} outcomes"
     for out in outcomes:

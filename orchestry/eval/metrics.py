@@ -86,6 +86,8 @@ def compute_metrics(
         by_problem[row["problem_id"]].append(row)
     if not by_problem:
         raise ValueError("no generations to evaluate")
+    if "correct" not in rows[0]:  # a text environment: no tests, the reward's parts instead
+        return text_metrics(rows, by_problem, resamples, seed)
     n_min = min(len(v) for v in by_problem.values())
     per_problem_pass1 = []
     per_problem_return = []
@@ -117,9 +119,36 @@ def compute_metrics(
         out[f"{name}_ci95"] = (
             list(bootstrap_ci(per_problem, resamples, seed)) if per_problem else None
         )
+    return {**out, **_speed(rows)}
+
+
+def _speed(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
     seconds = sum(r["seconds"] for r in rows)
     tokens = sum(r["new_tokens"] for r in rows)
-    out["response_seconds_mean"] = seconds / len(rows)
-    out["tokens_per_s"] = tokens / seconds if seconds > 0 else 0.0
-    out["new_tokens_mean"] = tokens / len(rows)
-    return out
+    return {
+        "response_seconds_mean": seconds / len(rows),
+        "tokens_per_s": tokens / seconds if seconds > 0 else 0.0,
+        "new_tokens_mean": tokens / len(rows),
+    }
+
+
+def text_metrics(
+    rows: Sequence[dict[str, Any]],
+    by_problem: dict[str, list[dict[str, Any]]],
+    resamples: int,
+    seed: int,
+) -> dict[str, Any]:
+    """Metrics of a text environment's rows: the return and each part of its reward (the keys of
+    the rows' `reward` record besides `total`), each a mean with a 95% CI over tasks."""
+    parts = [k for k in rows[0]["reward"] if k != "total"]
+    out: dict[str, Any] = {
+        "problems": len(by_problem),
+        "samples": len(rows),
+        "n_per_problem": min(len(v) for v in by_problem.values()),
+        "reward_parts": parts,
+    }
+    for name, key in [("return", "total"), *((p, p) for p in parts)]:
+        per_problem = problem_rates(by_problem, lambda r, key=key: float(r["reward"][key]))
+        out[f"{name}_mean"] = float(np.mean(per_problem))
+        out[f"{name}_ci95"] = list(bootstrap_ci(per_problem, resamples, seed))
+    return {**out, **_speed(rows)}

@@ -33,7 +33,7 @@ def score_rows(env: BaselineEnv, method: str, items: Sequence[Item]) -> list[dic
     start = time.perf_counter()
     outcomes = env.score([(it[0], it[3]) for it in items])
     log.info(
-        "scored %d joint programs in the sandbox in %.1f s",
+        "scored %d joint actions in %.1f s",
         len(items),
         time.perf_counter() - start,
     )
@@ -85,7 +85,10 @@ def team(
     sampling: SamplingSpec,
     method: str,
 ) -> list[dict[str, Any]]:
-    """Every agent answers its own prompt; the i-th samples form joint sample i."""
+    """Every agent answers its own prompt; the i-th samples form joint sample i. In a sequential
+    environment the agents answer in role order, each seeing the earlier ones' sample i."""
+    if getattr(env, "sequential", False):
+        return _team_in_order(gen, env, tasks, n, sampling, method)
     agents = env.roles.agents
     requests = [GenRequest(a, env.observe(t, a), n) for t in tasks for a in agents]
     gens, wall = timed_generate(gen, requests, sampling)
@@ -97,6 +100,44 @@ def team(
             code = {a: env.act(t, a, per[a].texts[i]) for a in agents}
             tokens = sum(_tokens(g)[i] for g in per.values())
             items.append((t, i, code, code, share, tokens))
+    return score_rows(env, method, items)
+
+
+def _team_in_order(
+    gen: Generator,
+    env: BaselineEnv,
+    tasks: Sequence[Any],
+    n: int,
+    sampling: SamplingSpec,
+    method: str,
+) -> list[dict[str, Any]]:
+    """The team of a sequential environment: one generate call per agent, in role order."""
+    agents = env.roles.agents
+    acts: list[list[dict[str, str]]] = [[{} for _ in range(n)] for _ in tasks]
+    tokens = [[0] * n for _ in tasks]
+    wall = 0.0
+    for ai, a in enumerate(agents):
+        if ai == 0:
+            reqs = [GenRequest(a, env.observe(t, a), n) for t in tasks]
+        else:
+            reqs = [
+                GenRequest(a, env.observe_after(t, a, {b: acts[ti][i][b] for b in agents[:ai]}), 1)  # type: ignore[attr-defined]
+                for ti, t in enumerate(tasks)
+                for i in range(n)
+            ]
+        gens, seconds = timed_generate(gen, reqs, sampling)
+        wall += seconds
+        for ti, t in enumerate(tasks):
+            for i in range(n):
+                g, k = (gens[ti], i) if ai == 0 else (gens[ti * n + i], 0)
+                acts[ti][i][a] = env.act(t, a, g.texts[k])
+                tokens[ti][i] += _tokens(g)[k]
+    share = wall / (len(tasks) * n)
+    items: list[Item] = [
+        (t, i, acts[ti][i], acts[ti][i], share, tokens[ti][i])
+        for ti, t in enumerate(tasks)
+        for i in range(n)
+    ]
     return score_rows(env, method, items)
 
 
@@ -128,7 +169,10 @@ def sequential(
     n: int,
     sampling: SamplingSpec,
 ) -> list[dict[str, Any]]:
-    """Helpers answer first; the main agent sees their code."""
+    """Helpers answer first; the main agent sees their code. A sequential environment's team
+    already acts in role order, each agent seeing the earlier ones: this baseline is then that."""
+    if getattr(env, "sequential", False):
+        return _team_in_order(gen, env, tasks, n, sampling, "sequential")
     roles = env.roles
     h = len(roles.helpers)
     helper_reqs = [GenRequest(a, env.observe(t, a), n) for t in tasks for a in roles.helpers]

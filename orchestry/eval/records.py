@@ -24,9 +24,9 @@ def write_method(
     io.write_jsonl(paths.generations(method), rows)
     io.write_json(paths.metrics(method), metrics)
     log.info(
-        "%s: pass@1 %.3f, mean return %.3f, %.1f tokens/s -> %s",
+        "%s: pass@1 %s, mean return %.3f, %.1f tokens/s -> %s",
         method,
-        metrics["pass@1"],
+        f"{metrics['pass@1']:.3f}" if "pass@1" in metrics else "n/a",
         metrics["return_mean"],
         metrics["tokens_per_s"],
         paths.method_dir(method),

@@ -10,15 +10,17 @@ from __future__ import annotations
 import os
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import Field, PositiveInt, model_validator
+
+from orchestry.params.env_schema import (
+    EnvParams,
+    PrepareParams,
+    check_environment,
+    environment_roles,
+)
+from orchestry.params.section import Section
 
 BASELINE_NAMES = ("single", "naive_concat", "sequential", "discussion")
-
-
-class Section(BaseModel):
-    """A params section: unknown keys are errors, values are checked on assignment too."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class LoraParams(Section):
@@ -66,7 +68,8 @@ class ModelParams(Section):
         ["aux", "main"],
         min_length=2,
         description="Unique agent names: helpers first, the main agent last "
-        "(3 agents for `coop3`).",
+        "(3 agents for `coop3`); with `env.name` story or writing, [aux, main] stands for the "
+        "environment's roles (writer, editor, narrator / first, second).",
     )
     agent_models: dict[str, str] = Field(
         {},
@@ -134,33 +137,6 @@ class SandboxParams(Section):
     def worker_count(self) -> int:
         """`workers`, with `auto` resolved to the CPU cores this process may use."""
         return self.workers if self.workers != "auto" else len(os.sched_getaffinity(0))
-
-
-class SetSplit(Section):
-    """How many problems of one set go to each split."""
-
-    n_train: int = Field(ge=0, description="Problems in the train split (0 = none).")
-    n_test: int = Field(ge=0, description="Problems in the test split (0 = none).")
-
-
-class PrepareParams(Section):
-    """Which problems go to the train and test splits (a seeded shuffle, disjoint)."""
-
-    sets: dict[Literal["coop", "humaneval", "coop3"], SetSplit] = Field(
-        {"coop": SetSplit(n_train=24, n_test=8), "humaneval": SetSplit(n_train=0, n_test=0)},
-        description="Problem sets used (`coop`: 36 two-role problems, `humaneval`: 164, "
-        "`coop3`: 7 three-role problems) and their split sizes; a set left out is not used.",
-    )
-
-
-class EnvParams(Section):
-    """How the code environment reads the agents' answers (every stage that scores code uses it)."""
-
-    rename_lone_helper: bool = Field(
-        False,
-        description="A helper's single function under another name counts as its helper (renamed "
-        "to `aux`); false = a helper must use the asked-for name, as in the paper.",
-    )
 
 
 class RewardParams(Section):
@@ -389,3 +365,13 @@ class Params(Section):
     schemes: SchemesParams = SchemesParams()
     figures: FiguresParams = FiguresParams()
     anthropic: AnthropicParams = AnthropicParams()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _environment_roles(cls, data: object) -> object:
+        return environment_roles(data)
+
+    @model_validator(mode="after")
+    def _fits_the_environment(self) -> Params:
+        check_environment(self.env, self.model.agents, self.train.curriculum, self.prepare.sets)
+        return self

@@ -10,17 +10,22 @@ from __future__ import annotations
 import logging
 
 from orchestry import paths
-from orchestry.envs.code.problems import read_problems
 from orchestry.eval.protocols import discussion, sequential, single, team
 from orchestry.eval.records import write_method
 from orchestry.params import Params
-from orchestry.stages.from_params import make_env, make_generator, sampling_spec, seed_everything
+from orchestry.stages.from_params import (
+    make_env,
+    make_generator,
+    read_tasks,
+    sampling_spec,
+    seed_everything,
+)
 
 log = logging.getLogger("orchestry.stages.baseline")
 
 
 def run(params: Params, name: str) -> None:
-    problems = read_problems(paths.split("test"))
+    problems = read_tasks(params, "test")
     if not problems:
         raise FileNotFoundError("the test split is empty; give prepare.sets some n_test")
     seed_everything(params.seed)

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from orchestry import paths
-from orchestry.envs.code.problems import read_problems
 from orchestry.eval.protocols import team
 from orchestry.eval.records import write_method
 from orchestry.params import Params
-from orchestry.stages.from_params import make_env, make_policy, sampling_spec, seed_everything
+from orchestry.stages.from_params import (
+    make_env,
+    make_policy,
+    read_tasks,
+    sampling_spec,
+    seed_everything,
+)
 
 
 def run(params: Params) -> None:
-    problems = read_problems(paths.split("test"))
+    problems = read_tasks(params, "test")
     if not problems:
         raise FileNotFoundError("the test split is empty; give prepare.sets some n_test")
     if not paths.ADAPTERS.is_dir():

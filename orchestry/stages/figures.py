@@ -29,6 +29,11 @@ from orchestry.eval.tables import (  # noqa: E402
     fractions,
     results_markdown,
 )
+from orchestry.eval.text_tables import (  # noqa: E402
+    text_ablations_note,
+    text_comparison_csv,
+    text_results_markdown,
+)
 from orchestry.params import BASELINE_NAMES, Params  # noqa: E402
 
 HISTORY = paths.HISTORY
@@ -81,8 +86,13 @@ def training_runs() -> dict[str, pd.DataFrame]:
     return runs
 
 
-def plot_training(runs: list[pd.DataFrame], smoothing: int) -> None:
-    panels = [("return_mean", "Return (max 4.0)")] + [(f"reward/{k}", label) for k, label in LEVELS]
+def plot_training(
+    runs: list[pd.DataFrame], smoothing: int, panels: list[tuple[str, str]] | None = None
+) -> None:
+    """Return and each reward level against the step (code levels unless `panels` names others)."""
+    if panels is None:
+        panels = [("return_mean", "Return (max 4.0)")]
+        panels += [(f"reward/{k}", label) for k, label in LEVELS]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), sharex=True)
     colors = sns.color_palette("colorblind", len(panels))
     # Only runs as long as this one (the first) make the band: a history from another config
@@ -283,6 +293,9 @@ def load_table() -> pd.DataFrame:
 def run(params: Params) -> None:
     _style()
     table = load_table()
+    if "pass@1" not in table.columns:  # a text environment (story, writing): no tests to pass
+        run_text(params, table)
+        return
     summary = json.loads(SCHEMES.read_text())
     train = json.loads(paths.TRAIN_METRICS.read_text())
     runs = training_runs()
@@ -308,3 +321,30 @@ def ablation_runs() -> dict[str, dict[str, Any]]:
             "evaluate": json.loads((folder / "evaluate.json").read_text()),
         }
     return runs
+
+
+def run_text(params: Params, table: pd.DataFrame) -> None:
+    """A text environment's report: training curves and method bars of the return and each part of
+    its reward (95% CIs over tasks), speed, comparison.csv and results.md."""
+    parts = list(table["reward_parts"].iloc[0])
+    history = pd.read_csv(HISTORY)
+    panels = [("return_mean", "Return")] + [(f"reward/{p}", p.capitalize()) for p in parts]
+    plot_training([history], params.figures.smoothing, panels)
+    bars = [("return", "Mean return")] + [(p, f"{p.capitalize()} (mean)") for p in parts]
+    fig, axes = plt.subplots(1, len(bars), figsize=(4.6 * len(bars), 4.2))
+    colors = sns.color_palette("colorblind", len(table))
+    for ax, (key, label) in zip(axes, bars, strict=True):
+        vals = table[f"{key}_mean"].to_numpy()
+        ci = table[f"{key}_ci95"]
+        err = [vals - ci.map(lambda c: c[0]).to_numpy(), ci.map(lambda c: c[1]).to_numpy() - vals]
+        ax.bar(table["label"], vals, yerr=err, capsize=5, color=colors, edgecolor="black")
+        ax.set_ylabel(label)
+        ax.tick_params(axis="x", rotation=25)
+    fig.suptitle("Test split: methods (error bars: 95% bootstrap CIs over tasks)", y=1.02)
+    fig.tight_layout()
+    _save(fig, "baseline_comparison")
+    plot_speed(table)
+    train = json.loads(paths.TRAIN_METRICS.read_text())
+    io.write_text(COMPARISON_CSV, text_comparison_csv(table, parts))
+    io.write_text(RESULTS_MD, text_results_markdown(table, parts, train, history))
+    io.write_text(paths.ABLATIONS_MD, text_ablations_note())

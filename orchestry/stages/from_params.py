@@ -1,6 +1,7 @@
 """Params sections -> objects: the team policy, the environment, sampling, settings, Claude hooks.
 
-The one place where concrete classes are chosen (the LoRA team or the Claude agents, the code env).
+The one place where concrete classes are chosen (the LoRA team or the Claude agents; the code, story
+or writing environment).
 
 Stages call these so every stage turns the same params into the same objects.
 """
@@ -10,11 +11,12 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
-from orchestry import paths
+from orchestry import io, paths
 from orchestry.agents.base import SamplingSpec
 from orchestry.agents.lora.base_model import ModelSpec, device_type
 from orchestry.agents.lora.dist import world_from_env
@@ -22,10 +24,19 @@ from orchestry.agents.lora.team import LoraSpec, TeamPolicy
 from orchestry.algos.magrpo import AdvantageSettings
 from orchestry.algos.pg_update import OptimizerSettings, UpdateSettings
 from orchestry.algos.tree import ExpertFn, JudgeFn, RolloutSettings
-from orchestry.envs.base import Roles
+from orchestry.envs.base import Env, Roles
 from orchestry.envs.code.env import CodeEnv
+from orchestry.envs.code.problems import read_problems
 from orchestry.envs.code.reward import RewardWeights
 from orchestry.envs.code.sandbox import SandboxLimits
+from orchestry.envs.code_review.env import CodeReviewEnv
+from orchestry.envs.code_review.reward import CodeReviewSettings
+from orchestry.envs.story.env import StoryEnv, StoryJudge
+from orchestry.envs.story.reward import StorySettings
+from orchestry.envs.story.tasks import load_judge_prompt, load_roles
+from orchestry.envs.task_sets import TEXT_TASKS
+from orchestry.envs.writing.env import WritingEnv
+from orchestry.envs.writing.reward import WritingSettings
 from orchestry.params import Params
 
 
@@ -142,17 +153,79 @@ def update_settings(params: Params) -> UpdateSettings:
     )
 
 
-def make_env(params: Params, training: bool = True) -> CodeEnv:
-    """The code task with the params' reward weights and sandbox limits; for training also the
-    feedback mode (evaluation is single-turn and does not depend on the train section)."""
+def make_env(params: Params, training: bool = True) -> Env:
+    """The environment `env.name` selects, with its params. The code task gets the reward weights,
+    the sandbox limits and, for training, the feedback mode (evaluation is single-turn and does
+    not depend on the train section)."""
+    roles = Roles.from_agents(params.model.agents)
+    if params.env.name == "story":
+        s = params.env.story
+        settings = StorySettings(
+            quality_weight=s.quality,
+            collaboration_weight=s.collaboration,
+            efficiency_weight=s.efficiency,
+            turns_range=(s.turns_range[0], s.turns_range[1]),
+            words_range=(s.words_range[0], s.words_range[1]),
+        )
+        return StoryEnv(roles, settings, load_roles(), judge=story_judge(params))
+    if params.env.name == "writing":
+        return WritingEnv(roles, WritingSettings(**params.env.writing.model_dump()))
+    if params.env.name == "code_review":
+        c = params.env.code_review
+        review = CodeReviewSettings(
+            tests_weight=c.tests,
+            syntax_weight=c.syntax,
+            review_weight=c.review,
+            review_max_words=c.review_max_words,
+        )
+        return CodeReviewEnv(roles, review, sandbox_limits(params), sandbox_workers(params))
     return CodeEnv(
-        Roles.from_agents(params.model.agents),
+        roles,
         RewardWeights(**params.reward.model_dump()),
         sandbox_limits(params),
         sandbox_workers(params),
         params.train.feedback if training else None,
         rename_lone_helper=params.env.rename_lone_helper,
     )
+
+
+def read_tasks(params: Params, split: str) -> list[Any]:
+    """A prepared split (`train` or `test`) as the tasks of `env.name`."""
+    path = paths.split(split)
+    if params.env.name in ("code", "code_review"):
+        return read_problems(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} is missing; run the prepare stage first (dvc repro prepare)"
+        )
+    module = TEXT_TASKS[params.env.name]
+    try:
+        return [module.task_from_dict(d) for d in io.read_jsonl(path)]
+    except (KeyError, TypeError) as err:
+        raise ValueError(
+            f"{path} does not hold {params.env.name} tasks ({err!r}); rerun the prepare stage "
+            "for this env.name"
+        ) from None
+
+
+def story_judge(params: Params) -> StoryJudge | None:
+    """The story's quality judge: None (the offline judge) or Claude with the judge prompt (the
+    budget stop still stops the run)."""
+    if params.env.story.judge == "offline":
+        return None
+    from orchestry.agents.claude.client import ClaudeCallFailed, ClaudeClient
+    from orchestry.agents.claude.critics import judge_story
+
+    client = ClaudeClient(claude_settings(params, paths.TRAIN))
+    template = load_judge_prompt()
+
+    def judge(task, story: str) -> float | None:
+        try:  # a failed call: the env scores this story offline and says so in its row
+            return judge_story(client, template, task.theme, story)
+        except ClaudeCallFailed:
+            return None
+
+    return judge
 
 
 def claude_settings(params: Params, out_dir: Path):

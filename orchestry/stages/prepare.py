@@ -1,10 +1,14 @@
-"""Stage `prepare`: the train and test problem splits from the configured problem sets.
+"""Stage `prepare`: the train and test splits of `env.name`'s task sets.
 
-Each helper with a reference gets unit tests derived from a recorded run of the reference program in
-the sandbox (envs/code/unit_tests.py), so "is aux right on its own" can be measured later.
+Code problems: each helper with a reference gets unit tests derived from a recorded run of the
+reference program in the sandbox (envs/code/unit_tests.py), so "is aux right on its own" can be
+measured later (the code_review workflow reads the same problems). Story themes and writing sources
+are split as they are.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from orchestry import io, paths
 from orchestry.envs.code.humaneval import load_humaneval
@@ -16,34 +20,56 @@ from orchestry.envs.code.problems import (
 )
 from orchestry.envs.code.sandbox import SandboxLimits
 from orchestry.envs.code.unit_tests import with_helper_tests
+from orchestry.envs.task_sets import TEXT_TASKS
 from orchestry.params import Params
+from orchestry.params.env_schema import ENV_SETS
 
 
-def load_set(name: str) -> list[Problem]:
+def load_set(env: str, name: str) -> list[Any]:
+    if env in TEXT_TASKS:
+        return TEXT_TASKS[env].load_set(name)
     if name == "humaneval":
         return load_humaneval()
     return load_problem_dir(paths.PROBLEM_DIRS[name])
 
 
 def run(params: Params) -> None:
-    train: list[Problem] = []
-    test: list[Problem] = []
+    env = params.env.name
+    train: list[Any] = []
+    test: list[Any] = []
     summary: dict[str, dict[str, int]] = {}
     for name, split in sorted(params.prepare.sets.items()):
-        if split.n_train + split.n_test == 0:
+        if split.n_train + split.n_test == 0 or name not in ENV_SETS[env]:
             continue
-        problems = load_set(name)
-        tr, te = split_problems(problems, split.n_train, split.n_test, params.seed)
+        tasks = load_set(env, name)
+        tr, te = split_problems(tasks, split.n_train, split.n_test, params.seed)
         train += tr
         test += te
-        summary[name] = {"available": len(problems), "train": len(tr), "test": len(te)}
+        summary[name] = {"available": len(tasks), "train": len(tr), "test": len(te)}
     if not train and not test:
-        raise ValueError("prepare.sets selects no problems; give some set n_train or n_test > 0")
+        raise ValueError(
+            f"prepare.sets selects no task of env.name {env}; give one of its sets "
+            f"({', '.join(ENV_SETS[env])}) n_train or n_test > 0"
+        )
+    if env not in TEXT_TASKS:  # code and code_review: the code problems
+        rows = _with_helper_tests(params, train, test)
+    else:
+        to_dict = TEXT_TASKS[env].to_dict
+        rows = [to_dict(t) for t in train], [to_dict(t) for t in test]
+    io.write_jsonl(paths.split("train"), rows[0])
+    io.write_jsonl(paths.split("test"), rows[1])
+    info: dict[str, Any] = {"seed": params.seed, "sets": summary}
+    if env != "code":  # the code task's summary keeps its earlier form
+        info["env"] = env
+    io.write_json(paths.PREPARED_SUMMARY, info)
+
+
+def _with_helper_tests(
+    params: Params, train: list[Problem], test: list[Problem]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     # the sandbox section as limits (stages/from_params.py would pull the model stack into prepare)
     limits = SandboxLimits(**params.sandbox.model_dump(exclude={"workers"}))
     workers = params.sandbox.worker_count()
     train = with_helper_tests(train, limits, workers)
     test = with_helper_tests(test, limits, workers)
-    io.write_jsonl(paths.split("train"), [problem_to_dict(p) for p in train])
-    io.write_jsonl(paths.split("test"), [problem_to_dict(p) for p in test])
-    io.write_json(paths.PREPARED_SUMMARY, {"seed": params.seed, "sets": summary})
+    return [problem_to_dict(p) for p in train], [problem_to_dict(p) for p in test]

@@ -2,7 +2,8 @@
 
 Reads the training rollouts and the generations of the baselines and the trained team, classifies each
 pair with `schemes.classify_pair` and writes one CSV row per pair plus a summary: the label distribution
-per method and per training window (the evolution of schemes over training).
+per method and per training window (the evolution of schemes over training). Rows of a text
+environment (story, writing) have no code: they are left out, and the census is then empty.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ def _pair(row: dict[str, Any]) -> tuple[str, str, str, str]:
 def pairs(paths: list[Path], rollouts: Path) -> Iterator[dict[str, Any]]:
     """Every analysable pair, tagged with its source run, method, step and turn."""
     for row in io.read_jsonl(rollouts):
+        if "helper_names" not in row:  # a text environment's row: no code to classify
+            continue
         yield {
             "source": "train",
             "method": "magrpo (training)",
@@ -42,6 +45,8 @@ def pairs(paths: list[Path], rollouts: Path) -> Iterator[dict[str, Any]]:
         }
     for path in paths:
         for row in io.read_jsonl(path):
+            if "helper_names" not in row:
+                continue
             yield {
                 "source": path.parent.name,
                 "method": row["method"],

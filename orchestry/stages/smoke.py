@@ -13,14 +13,13 @@ import torch
 
 from orchestry import io, paths
 from orchestry.algos.pg_update import TrainingFailed
-from orchestry.envs.code.problems import read_problems
 from orchestry.params import Params
-from orchestry.stages.from_params import make_env, make_policy, seed_everything
+from orchestry.stages.from_params import make_env, make_policy, read_tasks, seed_everything
 from orchestry.stages.train import train_loop
 
 
 def run(params: Params) -> None:
-    problems = read_problems(paths.split("train"))[: params.smoke.problems]
+    problems = read_tasks(params, "train")[: params.smoke.problems]
     if len(problems) < params.smoke.problems:
         raise TrainingFailed(
             f"smoke needs {params.smoke.problems} training problems, have {len(problems)}"
@@ -40,14 +39,16 @@ def run(params: Params) -> None:
         a: any(not torch.equal(before[a][k], v) for k, v in policy.adapter_state(a).items())
         for a in params.model.agents
     }
-    ran = sum(r["reward"]["syntax"] > 0 for r in rows)
+    # scored: a program the sandbox ran (code), or a text the environment scored above zero
+    ran = sum(r["reward"].get("syntax", r["reward"]["total"]) > 0 for r in rows)
     if not any(changed.values()):
         raise TrainingFailed(
             "smoke: no adapter changed after the update steps (all advantages zero?)"
         )
     if ran == 0:
         raise TrainingFailed(
-            "smoke: the sandbox ran no program (no completion defined a parsing main)"
+            "smoke: nothing was scored (code: no completion defined a parsing main; text: "
+            "every joint action scored 0)"
         )
     summary = {
         "steps": len(history),

@@ -41,7 +41,6 @@ from orchestry.algos.magrpo import sample_advantages
 from orchestry.algos.pg_update import Optimizers, TrainingFailed, update_agents
 from orchestry.algos.tree import ExpertFn, JudgeFn, Rollout, rollout
 from orchestry.envs.base import Env
-from orchestry.envs.code.problems import Problem, read_problems
 from orchestry.eval.metrics import quarter_means
 from orchestry.params import Params
 from orchestry.stages.checkpoints import load_checkpoint, save_checkpoint
@@ -51,6 +50,7 @@ from orchestry.stages.from_params import (
     make_env,
     make_policy,
     optimizer_settings,
+    read_tasks,
     rollout_settings,
     sampling_spec,
     seed_everything,
@@ -126,10 +126,12 @@ def gather_rollout(ro: Rollout, world: World, order: Sequence[str]) -> Rollout |
     )
 
 
-def run_hash(params: Params, problems: list[Problem]) -> str:
+def run_hash(params: Params, problems: list[Any]) -> str:
     """Identifies a training run (settings + data) so a checkpoint is only resumed by the same run;
     the number of processes is left out: a run resumes at any."""
-    keys = params.model_dump(include={"seed", "model", "sampling", "sandbox", "reward", "train"})
+    keys = params.model_dump(
+        include={"seed", "model", "sampling", "sandbox", "env", "reward", "train"}
+    )
     del keys["train"]["processes"]
     keys["problems"] = [p.id for p in problems]
     return hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:16]
@@ -139,7 +141,7 @@ def train_loop(
     params: Params,
     policy: TeamPolicy,
     env: Env,
-    problems: list[Problem],
+    problems: list[Any],
     plan: list[list[str]],
     rollouts_path: Path,
     ckpt_dir: Path | None,
@@ -303,19 +305,21 @@ def write_history_csv(history: list[dict[str, float]], path: Path) -> None:
 
 
 def summarize(history: list[dict[str, float]]) -> dict[str, Any]:
-    """Final metrics: first-quarter vs last-quarter mean return and the last step's levels."""
+    """Final metrics: first-quarter vs last-quarter mean return and the last step's levels (the
+    code task's pass and coop rates too; other environments log neither)."""
     rets = [h["return_mean"] for h in history]
     first, last = quarter_means(rets)
-    return {
+    out = {
         "steps": len(history),
         "return_first_quarter": first,
         "return_last_quarter": last,
         "return_mean": float(np.mean(rets)),
-        "pass_rate_last_quarter": quarter_means([h["pass_rate"] for h in history])[1],
-        "coop_rate_first_quarter": quarter_means([h["coop_rate"] for h in history])[0],
-        "coop_rate_last_quarter": quarter_means([h["coop_rate"] for h in history])[1],
-        "tokens_per_s": float(np.mean([h["tokens_per_s"] for h in history])),
     }
+    if "pass_rate" in history[0]:
+        coop = quarter_means([h["coop_rate"] for h in history])
+        out["pass_rate_last_quarter"] = quarter_means([h["pass_rate"] for h in history])[1]
+        out["coop_rate_first_quarter"], out["coop_rate_last_quarter"] = coop
+    return {**out, "tokens_per_s": float(np.mean([h["tokens_per_s"] for h in history]))}
 
 
 def run(params: Params) -> None:
@@ -337,7 +341,7 @@ def run(params: Params) -> None:
             f"{params.train.problems_per_step}: each process needs at least one problem a step; "
             "start fewer processes or raise train.problems_per_step"
         )
-    problems = read_problems(paths.split("train"))
+    problems = read_tasks(params, "train")
     if not problems:
         raise TrainingFailed("the training split is empty; give prepare.sets some n_train")
     seed_everything(params.seed)

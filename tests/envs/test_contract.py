@@ -28,12 +28,59 @@ def code_env_cases():
     return cases
 
 
+STORY = {
+    "writer": "Mira climbed the lighthouse stairs as the storm rolled in. She wanted the light "
+    "to burn all night.",
+    "editor": "But the wind broke the lamp glass and the flame began to die. Mira searched the "
+    "store room for a spare pane.",
+    "narrator": "At dawn the ships reached the harbour safely, and Mira watched the sun rise "
+    "over the calm sea. The light had never gone out.",
+}
+WRITING = {
+    "first": "A tenant's landlord refuses to fix a broken heater during winter.",
+    "second": "The poster explains that the heater broke in November. Moreover, the landlord "
+    "ignored three emails, so the tenant now pays for space heaters and asks whether rent can be "
+    "withheld until the repair is made.",
+}
+
+
+def text_env_cases():
+    """(env, task, texts) for the story, writing and code-review environments, built from params
+    like a stage (their rows are not the code task's: no `correct`, reward parts instead)."""
+    from orchestry.envs.story.tasks import load_set as stories
+    from orchestry.envs.writing.tasks import load_set as writings
+
+    story = make_env(parse_params({"env": {"name": "story"}}))
+    writing = make_env(parse_params({"env": {"name": "writing"}}))
+    review = make_env(parse_params({"env": {"name": "code_review"}}))
+    problem = load_problem_dir(ROOT / "data/coop")[0]
+    program = _fenced(problem.reference_program())
+    workflow = {
+        "writer": program,
+        "reviewer": "The draft looks right; check the empty input.",
+        "refactorer": program,
+    }
+    return [
+        pytest.param(story, stories("story")[0], STORY, id="story"),
+        pytest.param(writing, writings("tldr")[0], WRITING, id="writing-tldr"),
+        pytest.param(review, problem, workflow, id="code_review"),
+    ]
+
+
 @pytest.mark.parametrize("env,task,texts", code_env_cases())
 def test_every_environment_passes_the_contract(env: Env, task, texts):
     outcomes = check_env(env, task, texts)
     # the reference solution solves its task; the empty joint action earns nothing
     assert outcomes[0].total > outcomes[1].total
     assert outcomes[0].record["correct"] is True and outcomes[1].total == 0.0
+
+
+@pytest.mark.parametrize("env,task,texts", text_env_cases())
+def test_every_other_environment_passes_the_contract(env: Env, task, texts):
+    outcomes = check_env(env, task, texts)
+    # a written joint action earns more than the empty one, and its rows are text rows
+    assert outcomes[0].total > outcomes[1].total >= 0.0
+    assert "correct" not in outcomes[0].record and outcomes[0].record["text"]
 
 
 def test_the_contract_check_can_fail():

@@ -182,3 +182,32 @@ def test_curriculum_run_resumed_from_a_checkpoint_takes_the_same_steps(tmp_path)
     assert "curriculum/mastered" in whole[-1]
     state = torch.load(tmp_path / "cut/ckpt/last/state.pt", weights_only=False)
     assert sorted(state["curriculum"]) == sorted(p.id for p in problems)
+
+
+def test_a_sequential_environment_acts_in_role_order_in_the_tree():
+    """code_review: the reviewer's g-th sample saw the writer's g-th draft, the refactorer both."""
+    params = parse_params(
+        {"env": {"name": "code_review"}, "sampling": {"max_new_tokens": 32}, "train": {"turns": 2}}
+    )
+    problems = load_problem_dir(ROOT / "data/coop")[:1]
+    policy, env = make_policy(params), make_env(params)
+    ro = rollout(policy, env, problems, sampling_spec(params), rollout_settings(params))
+    g = params.train.group_size
+    first = [n for n in ro.nodes if n.turn == 1]
+    assert len(first) == g and len(ro.nodes) == g + g * g  # aligned, each node expanded once
+    for node in first:
+        s = node.samples
+        assert (
+            s["writer"].prompt_ids == first[0].samples["writer"].prompt_ids
+        )  # one prompt, G draws
+        seen = env.observe_after(node.task, "reviewer", {"writer": s["writer"].action})
+        assert s["reviewer"].prompt_ids == policy.prompt_ids("reviewer", seen)
+        later = {"writer": s["writer"].action, "reviewer": s["reviewer"].action}
+        assert env.observe_after(node.task, "refactorer", later)[-1]["content"].count(
+            s["reviewer"].action or "\0"
+        ) == (1 if s["reviewer"].action else 0)
+    rows = sample_advantages(ro.groups, advantage_settings(params))
+    assert set(rows) == {"writer", "reviewer", "refactorer"}
+    with pytest.raises(ValueError, match="aligned"):
+        cross = parse_params({"env": {"name": "code_review"}, "train": {"joint_mode": "cross"}})
+        rollout(policy, env, problems, sampling_spec(cross), rollout_settings(cross))

@@ -3,6 +3,8 @@ rule prepare:
         stage_code("prepare"),
         "data/coop",
         "data/coop3",
+        "data/story",
+        "data/writing",
     output:
         "data/prepared/train.jsonl",
         "data/prepared/test.jsonl",
@@ -11,6 +13,7 @@ rule prepare:
         seed=config["seed"],
         sandbox=config["sandbox"],
         prepare=config["prepare"],
+        env=config["env"],
         option=params_option,
     conda:
         "../../environment.yml"

@@ -1,7 +1,7 @@
-"""Claude as a critic: edit suggestions for each agent (`expert_edits`) and a cooperation score
-(`judge_cooperation`).
+"""Claude as a critic: edit suggestions for each agent (`expert_edits`), a cooperation score
+(`judge_cooperation`) and a story's quality (`judge_story`, the story env's judge).
 
-Both ask for a JSON reply checked against a schema; an off-schema reply is asked again once with
+Each asks for a JSON reply checked against a schema; an off-schema reply is asked again once with
 the reason, and a second one gives None. API errors (`ClaudeCallFailed`, `BudgetExceeded`) from
 the client propagate: they are not about the reply.
 """
@@ -67,6 +67,26 @@ def _ask_json(
             )
     log.warning("%s failed: two off-schema replies; no result for this request", what)
     return None
+
+
+SCORE_REPLY = (
+    'Reply with only a JSON object {"score": <number from 0 to 1>, "reason": "<one sentence>"}.'
+)
+
+
+def parse_score(text: str) -> float:
+    """The score of a `{"score": 0..1, "reason": "..."}` reply (OffSchema when it is not one)."""
+    value = parse_json_object(text)
+    if set(value) != {"score", "reason"}:
+        raise OffSchema(f"keys {sorted(value)} are not exactly ['reason', 'score']")
+    score, reason = value["score"], value["reason"]
+    if isinstance(score, bool) or not isinstance(score, int | float):
+        raise OffSchema(f"score {score!r} is not a number")
+    if not 0.0 <= score <= 1.0:
+        raise OffSchema(f"score {score} is outside [0, 1]")
+    if not isinstance(reason, str):
+        raise OffSchema("reason is not a string")
+    return float(score)
 
 
 def _code_sections(code_by_agent: Mapping[str, str]) -> str:
@@ -135,21 +155,34 @@ def judge_cooperation(
         f"Problem:\n{problem_prompt}\n\n{_code_sections(code_by_agent)}\n\n"
         "Score the cooperation from 0 to 1: 0 when the helper is missing, useless or ignored, or "
         "the main function duplicates its work; 1 when the helper does a meaningful, correct part "
-        "of the task and the main function uses it correctly. Reply with only a JSON object "
-        '{"score": <number from 0 to 1>, "reason": "<one sentence>"}.'
+        f"of the task and the main function uses it correctly. {SCORE_REPLY}"
     )
 
-    def parse(text: str) -> float:
-        value = parse_json_object(text)
-        if set(value) != {"score", "reason"}:
-            raise OffSchema(f"keys {sorted(value)} are not exactly ['reason', 'score']")
-        score, reason = value["score"], value["reason"]
-        if isinstance(score, bool) or not isinstance(score, int | float):
-            raise OffSchema(f"score {score!r} is not a number")
-        if not 0.0 <= score <= 1.0:
-            raise OffSchema(f"score {score} is outside [0, 1]")
-        if not isinstance(reason, str):
-            raise OffSchema("reason is not a string")
-        return float(score)
+    return _ask_json(client, JUDGE_SYSTEM, user_text, parse_score, "judge_cooperation")
 
-    return _ask_json(client, JUDGE_SYSTEM, user_text, parse, "judge_cooperation")
+
+STORY_JUDGE_SYSTEM = (
+    "You judge short stories written by a team of writers. You are strict and consistent. You "
+    "reply with a single JSON object and nothing else."
+)
+
+
+def judge_story(client: ClaudeClient, prompt_template: str, theme: str, story: str) -> float | None:
+    """A story's quality in [0, 1] from Claude; None after two off-schema/out-of-range replies.
+
+    `prompt_template`: the judge prompt with `{theme}` and `{story}` (data/story/judge_prompt.md),
+    filled by plain replacement (a story may hold braces). API errors (`ClaudeCallFailed`,
+    `BudgetExceeded`) propagate; a score is never invented.
+    """
+    for slot in ("{theme}", "{story}"):
+        if slot not in prompt_template:
+            raise ValueError(f"the story judge prompt has no {slot} placeholder")
+    # theme first: a story that contains the text "{theme}" stays as written
+    user_text = prompt_template.replace("{theme}", theme).replace("{story}", story)
+    return _ask_json(
+        client,
+        STORY_JUDGE_SYSTEM,
+        f"{user_text.rstrip()}\n\n{SCORE_REPLY}",
+        parse_score,
+        "judge_story",
+    )

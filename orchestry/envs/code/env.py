@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from orchestry.envs.base import Messages, Outcome, Roles, Turn
+from orchestry.envs.base import Messages, Outcome, Roles, Turn, with_history
 from orchestry.envs.code import prompts
 from orchestry.envs.code.extract import agent_code, extract_code
 from orchestry.envs.code.problems import Problem
@@ -50,14 +50,7 @@ class CodeEnv:
 
     # ------------------------------------------------------------------ the contract
     def observe(self, task: Problem, agent: str, history: Sequence[Turn] = ()) -> Messages:
-        messages = prompts.initial_messages(task, self.roles, agent)
-        for turn in history:
-            messages = [
-                *messages,
-                {"role": "assistant", "content": turn.response},
-                {"role": "user", "content": turn.feedback},
-            ]
-        return messages
+        return with_history(prompts.initial_messages(task, self.roles, agent), history)
 
     def act(self, task: Problem, agent: str, text: str) -> str:
         return agent_code(text, task, self.roles, agent, rename_lone_helper=self.rename_lone_helper)

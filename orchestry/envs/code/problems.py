@@ -17,7 +17,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import yaml
 
@@ -278,10 +278,19 @@ def load_problem_dir(path: Path) -> list[Problem]:
 # --- Splits ----------------------------------------------------------------------------------
 
 
+class _HasId(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+T = TypeVar("T", bound=_HasId)
+
+
 def split_problems(
-    problems: Sequence[Problem], n_train: int, n_test: int, seed: int
-) -> tuple[list[Problem], list[Problem]]:
-    """Disjoint (train, test) lists drawn by a seeded shuffle of the problems sorted by id.
+    problems: Sequence[T], n_train: int, n_test: int, seed: int
+) -> tuple[list[T], list[T]]:
+    """Disjoint (train, test) lists drawn by a seeded shuffle of the problems sorted by id (any
+    environment's tasks: only their `id` is read).
 
     Deterministic for the same problems, sizes and seed (independent of input order and of
     PYTHONHASHSEED).

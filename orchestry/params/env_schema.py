@@ -1,0 +1,217 @@
+"""The `env` and `prepare` sections of params.yaml: the environment the team works on, its settings
+and the task sets split for it.
+
+One key, `env.name`, selects the environment for every stage (prepare reads its task sets, train and
+the evaluation stages build it); the subsections hold each environment's own settings and are read
+only when that environment is selected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from orchestry.params.section import Section
+
+# The team's agents when `model.agents` is left at the code task's default: the environment's roles.
+DEFAULT_AGENTS = {
+    "code": ["aux", "main"],
+    "code_review": ["writer", "reviewer", "refactorer"],
+    "story": ["writer", "editor", "narrator"],
+    "writing": ["first", "second"],
+}
+# The task sets (`prepare.sets` keys) each environment reads; the other sets are ignored.
+CODE_SETS = ("coop", "coop3", "humaneval")
+ENV_SETS = {
+    "code": CODE_SETS,
+    "code_review": CODE_SETS,
+    "story": ("story",),
+    "writing": ("tldr", "arxiv"),
+}
+
+
+def _ordered_range(value: list[int], key: str) -> list[int]:
+    if value[0] > value[1]:
+        raise ValueError(f"{key} must be [low, high] with low <= high, got {value}")
+    return value
+
+
+class SetSplit(Section):
+    """How many problems of one set go to each split."""
+
+    n_train: int = Field(ge=0, description="Problems in the train split (0 = none).")
+    n_test: int = Field(ge=0, description="Problems in the test split (0 = none).")
+
+
+class PrepareParams(Section):
+    """Which problems go to the train and test splits (a seeded shuffle, disjoint)."""
+
+    sets: dict[Literal["coop", "humaneval", "coop3", "story", "tldr", "arxiv"], SetSplit] = Field(
+        {
+            "coop": SetSplit(n_train=24, n_test=8),
+            "humaneval": SetSplit(n_train=0, n_test=0),
+            "story": SetSplit(n_train=24, n_test=12),
+            "tldr": SetSplit(n_train=24, n_test=12),
+        },
+        description="Task sets used and their split sizes; only the sets of `env.name` are read "
+        "(code: `coop` 36 two-role problems, `humaneval` 164, `coop3` 7 three-role problems; "
+        "story: `story` 40 themes; writing: `tldr` 40 posts, `arxiv` 40 abstracts); a set left "
+        "out is not used.",
+    )
+
+
+class StoryParams(Section):
+    """The story task (`env.name: story`): roles write their parts of one story on a theme."""
+
+    judge: Literal["offline", "claude"] = Field(
+        "offline",
+        description="Who scores quality: `offline` (measurable text properties, no API) or "
+        "`claude` (the judge prompt in data/story/judge_prompt.md, through the anthropic section; "
+        "a failed call falls back to the offline score and says so in the row).",
+    )
+    quality: float = Field(0.4, ge=0.0, description="Weight of the judge's quality score.")
+    collaboration: float = Field(
+        0.4,
+        ge=0.0,
+        description="Weight of collaboration: each part builds on the earlier ones (entities "
+        "carried forward, no contradiction, no restart).",
+    )
+    efficiency: float = Field(
+        0.2,
+        ge=0.0,
+        description="Weight of efficiency: the story's turns (paragraphs) against `turns_range`.",
+    )
+    turns_range: list[int] = Field(
+        [3, 6],
+        min_length=2,
+        max_length=2,
+        description="[low, high] story turns (paragraphs): 1 within or under, less per turn over.",
+    )
+    words_range: list[int] = Field(
+        [60, 300],
+        min_length=2,
+        max_length=2,
+        description="[low, high] words of the whole story the offline judge counts as in range.",
+    )
+
+    @model_validator(mode="after")
+    def _ranges(self) -> StoryParams:
+        _ordered_range(self.turns_range, "turns_range")
+        _ordered_range(self.words_range, "words_range")
+        return self
+
+
+class WritingParams(Section):
+    """The paper's two-agent writing tasks (`env.name: writing`): TL;DR and arXiv expansion, scored
+    by the paper's level reward (envs/writing/reward.py names the source of every constant)."""
+
+    structure: float = Field(
+        0.5, ge=0.0, description="Weight of each part's word count within its bounds (paper 0.5)."
+    )
+    coordination: float = Field(
+        1.0,
+        ge=0.0,
+        description="Weight of the length ratio part 2 / part 1 in the task's band (paper 1.0).",
+    )
+    vocabulary: float = Field(
+        0.5,
+        ge=0.0,
+        description="Weight of the unique-word ratio part 2 / part 1 in the band (paper 0.5).",
+    )
+    coherence: float = Field(
+        1.0,
+        ge=0.0,
+        description="Weight of transition words and word overlap between the parts (paper 1.0).",
+    )
+    grounding: float = Field(
+        0.0,
+        ge=0.0,
+        description="Weight of the parts' content words found in the source (ours; 0 = the paper's "
+        "reward; logged either way).",
+    )
+    length_scale: float = Field(
+        0.5,
+        gt=0.0,
+        description="The paper's word bounds (set for 256 new tokens) times this; 0.5 suits "
+        "`sampling.max_new_tokens` 128.",
+    )
+    gated: bool = Field(
+        False,
+        description="true = the paper's rule (structure all-or-nothing, each level counts only "
+        "when the one before is nonzero); false = every part graded on its own, so a small "
+        "model's mediocre text still earns partial credit.",
+    )
+
+
+class CodeReviewParams(Section):
+    """The code-review workflow (`env.name: code_review`): a writer drafts the entry point, a
+    reviewer comments on the draft, a refactorer returns the final code; both run the tests."""
+
+    tests: float = Field(
+        1.0, ge=0.0, description="Weight of the final code's fraction of tests passed."
+    )
+    syntax: float = Field(
+        0.5,
+        ge=0.0,
+        description="Weight of the final code parsing and defining the entry point (not a stub).",
+    )
+    review: float = Field(
+        0.5,
+        ge=0.0,
+        description="Weight of review quality: the draft's failing tests the final fixes, minus "
+        "the passing ones it breaks (0 for an empty review).",
+    )
+    review_max_words: int = Field(
+        80, ge=1, description="The review is cut to this many words (and asked for at most this)."
+    )
+
+
+class EnvParams(Section):
+    """The environment the team works on (every stage that builds or scores it reads this)."""
+
+    name: Literal["code", "code_review", "story", "writing"] = Field(
+        "code",
+        description="`code` (the paper's aux/main functions, sandboxed tests), `code_review` "
+        "(writer, reviewer, refactorer in turn on the same problems), `story` (roles write one "
+        "story on a theme), `writing` (the paper's TL;DR and abstract-expansion pairs). With any "
+        "but `code`, `model.agents` left at [aux, main] means the environment's roles.",
+    )
+    rename_lone_helper: bool = Field(
+        False,
+        description="`code`: a helper's single function under another name counts as its helper "
+        "(renamed to `aux`); false = a helper must use the asked-for name, as in the paper.",
+    )
+    code_review: CodeReviewParams = CodeReviewParams()
+    story: StoryParams = StoryParams()
+    writing: WritingParams = WritingParams()
+
+
+def environment_roles(data: object) -> object:
+    """Raw params with `model.agents` at the code task's default set to the environment's roles."""
+    if not isinstance(data, dict) or not isinstance(data.get("env"), dict):
+        return data
+    name = data["env"].get("name", "code")
+    model = data.get("model") if isinstance(data.get("model"), dict) else {}
+    agents = model.get("agents", DEFAULT_AGENTS["code"])
+    if name in DEFAULT_AGENTS and agents == DEFAULT_AGENTS["code"]:
+        data = {**data, "model": {**model, "agents": DEFAULT_AGENTS[name]}}
+    return data
+
+
+def check_environment(
+    env: EnvParams, agents: list[str], curriculum: str, sets: Collection[str]
+) -> None:
+    """Raise ValueError when the other sections do not fit the selected environment."""
+    if env.name != "code" and curriculum != "none":
+        raise ValueError(f"train.curriculum {curriculum} needs env.name code")
+    if env.name == "writing" and len(agents) != 2:
+        raise ValueError(f"env.name writing needs 2 agents, model.agents is {agents}")
+    if env.name == "code_review" and len(agents) != 3:
+        raise ValueError(f"env.name code_review needs 3 agents, model.agents is {agents}")
+    if not any(s in sets for s in ENV_SETS[env.name]):
+        raise ValueError(
+            f"prepare.sets names no task set of env.name {env.name} (its sets: "
+            f"{', '.join(ENV_SETS[env.name])})"
+        )

@@ -1,0 +1,73 @@
+"""The story, writing and code-review environments through the whole pipeline, selected by
+`env.name` alone."""
+
+import json
+
+import pytest
+import yaml
+from conftest import run_in
+
+from orchestry.params import ParamsError, parse_params
+
+
+def test_env_name_alone_selects_the_environment_and_its_roles():
+    assert parse_params({"env": {"name": "story"}}).model.agents == ["writer", "editor", "narrator"]
+    assert parse_params({"env": {"name": "writing"}}).model.agents == ["first", "second"]
+    assert parse_params({}).model.agents == ["aux", "main"]
+    two = parse_params({"env": {"name": "story"}, "model": {"agents": ["writer", "narrator"]}})
+    assert two.model.agents == ["writer", "narrator"]
+
+
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        ({"env": {"name": "writing"}, "model": {"agents": ["a", "b", "c"]}}, "needs 2 agents"),
+        ({"env": {"name": "story"}, "train": {"curriculum": "easy_first"}}, "needs env.name code"),
+        (
+            {"env": {"name": "story"}, "prepare": {"sets": {"coop": {"n_train": 1, "n_test": 1}}}},
+            "no task set of env.name story",
+        ),
+        ({"env": {"name": "poem"}}, "env.name"),
+        ({"env": {"story": {"turns_range": [6, 3]}}}, "turns_range"),
+    ],
+)
+def test_settings_that_do_not_fit_the_environment_are_errors(overrides, message):
+    with pytest.raises(ParamsError, match=message):
+        parse_params(overrides)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    "env,sets", [("story", {"story"}), ("writing", {"tldr"}), ("code_review", {"coop"})]
+)
+def test_a_text_environment_runs_every_stage(tiny_repo, env, sets):
+    repo, _ = tiny_repo
+    config = {
+        "env": {"name": env},
+        "prepare": {"sets": {s: {"n_train": 2, "n_test": 2} for s in sets}},
+        "train": {"max_steps": 2},
+        "evaluate": {"n_samples": 2},
+    }
+    (repo / "text.yaml").write_text(yaml.safe_dump(config))
+    run_in(repo, "python", "-m", "orchestry.experiment", "text.yaml", timeout=1500)
+    out = repo / "reports" / "text"
+    split = json.loads((out / "split.json").read_text())
+    assert split["env"] == env and set(split["sets"]) == sets
+    if env != "code_review":  # the code problems' sets stay out of the text environments' splits
+        assert not {"coop", "humaneval"} & set(split["sets"])
+    header = (out / "comparison.csv").read_text().splitlines()[0].split(",")
+    assert {"method", "return_mean", "return_ci_low", "return_ci_high"} <= set(header)
+    assert "pass@1" not in header
+    methods = {line.split(",")[0] for line in (out / "comparison.csv").read_text().splitlines()[1:]}
+    assert methods == {"single", "naive_concat", "sequential", "discussion", "magrpo"}
+    results = (out / "results.md").read_text()
+    assert "MAGRPO (ours)" in results and "First vs last quarter" in results
+    train = json.loads((out / "train_metrics.json").read_text())
+    assert train["steps"] == 2 and "coop_rate_last_quarter" not in train
+    work = repo / "build" / "experiments" / "text"
+    rows = [json.loads(x) for x in (work / "results/train/rollouts.jsonl").read_text().splitlines()]
+    agents = parse_params(config).model.agents
+    assert rows and all(set(r["code"]) == set(agents) and "text" in r for r in rows)
+    assert "correct" not in rows[0] and "total" in rows[0]["reward"]
+    assert json.loads((work / "results/schemes/summary.json").read_text())["per_method"] == {}
+    assert (out / "figures" / "baseline_comparison.png").is_file()
