@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import ROOT
+from conftest import DEFAULTS, ROOT
 
 from orchestry.envs.base import Roles, Turn, check_env
 from orchestry.envs.story.env import StoryEnv
@@ -22,7 +22,10 @@ from orchestry.envs.story.tasks import (
 )
 
 DATA = ROOT / "data" / "story"
-SETTINGS = StorySettings(0.4, 0.4, 0.2, (3, 6), (60, 300))
+_S = DEFAULTS.env.story  # the params defaults, the one home of these values
+SETTINGS = StorySettings(
+    _S.quality, _S.collaboration, _S.efficiency, tuple(_S.turns_range), tuple(_S.words_range)
+)
 TASKS = load_set("story", DATA)
 TASK = TASKS[0]  # Mira and the lighthouse
 TEXTS = {

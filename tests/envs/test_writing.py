@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import DEFAULTS
 
 from orchestry import paths
 from orchestry.envs.base import Roles, Turn, check_env
@@ -20,15 +21,7 @@ from orchestry.envs.writing.tasks import (
 )
 
 DATA = Path(__file__).resolve().parents[2] / paths.WRITING_DATA
-SETTINGS = WritingSettings(
-    structure=0.5,
-    coordination=1.0,
-    vocabulary=0.5,
-    coherence=1.0,
-    grounding=0.0,
-    length_scale=0.5,
-    gated=False,
-)
+SETTINGS = WritingSettings(**DEFAULTS.env.writing.model_dump())
 ENV = WritingEnv(Roles.from_agents(DEFAULT_ROLES), SETTINGS)
 FIRST, SECOND = DEFAULT_ROLES
 

@@ -3,6 +3,7 @@
 from dataclasses import replace
 
 import pytest
+from conftest import DEFAULTS
 
 from orchestry.envs.writing.reward import (
     SPECS,
@@ -16,16 +17,8 @@ from orchestry.envs.writing.reward import (
     transition_scale,
 )
 
-# the paper's weights (max 3.0), graded parts, bounds scaled for 128 new tokens
-SETTINGS = WritingSettings(
-    structure=0.5,
-    coordination=1.0,
-    vocabulary=0.5,
-    coherence=1.0,
-    grounding=0.0,
-    length_scale=0.5,
-    gated=False,
-)
+# the params defaults: the paper's weights (max 3.0), graded parts, bounds for 128 new tokens
+SETTINGS = WritingSettings(**DEFAULTS.env.writing.model_dump())
 
 POST = (
     "My roommate's girlfriend stays over almost every night, showers when I need to get ready, "
