@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 
 from orchestry import paths
+from orchestry.code_deps import STAGES  # every stage, in pipeline order
 from orchestry.params import BASELINE_NAMES, ParamsError, load_params
 from orchestry.params_doc import first_difference, json_schema_text, readme_with_params_reference
 
-STAGES = ("prepare", "smoke", "train", "baseline", "evaluate", "schemes", "figures")
 SCHEMA_PATH = paths.PARAMS_SCHEMA
 README_PATH = paths.README
 

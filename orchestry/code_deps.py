@@ -13,7 +13,17 @@ from pathlib import Path
 
 PACKAGE = "orchestry"
 ROOT = Path(__file__).resolve().parent.parent
-STAGES = ("prepare", "smoke", "train", "baseline", "evaluate", "schemes", "figures")
+STAGES = (
+    "prepare",
+    "smoke",
+    "train",
+    "baseline",
+    "evaluate",
+    "prompt_policy",
+    "beam",
+    "schemes",
+    "figures",
+)
 # Modules that run other files of the package by path rather than importing them.
 READ_AS_FILES = {
     "orchestry.envs.code.sandbox.isolation": (

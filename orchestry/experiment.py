@@ -9,7 +9,8 @@ the hardware and the wall time into `reports/<name>/`.
 Run it again after an interruption (a machine given back, a crash) and it goes on where it stopped:
 a stage whose stamp matches (its command, the params and every earlier stage's stamp) is skipped, and
 the train stage resumes from its last checkpoint under `build/experiments/<name>/cache/checkpoints`.
-To go on on another machine, bring that folder along. Nothing is written to `reports/<name>/` until
+To go on on another machine, bring that folder along. `--only` runs some stages alone (the
+methods for frozen teams need no training); the report then holds each method's metrics. Nothing is written to `reports/<name>/` until
 every stage has run; a bad key in a config exits 2 naming it, before anything runs.
 
 This module is not imported by any stage (it runs them), so changing it reruns none.
@@ -48,6 +49,8 @@ REPORTED = [
     (paths.HISTORY, "history.csv"),
     (paths.SCHEMES / "summary.json", "schemes.json"),
     (paths.PREPARED_SUMMARY, "split.json"),
+    (paths.PROMPT_POLICY, "prompt_policy"),
+    (paths.BEAM_COST, "beam_cost.json"),
 ]
 
 
@@ -165,9 +168,11 @@ def hardware() -> dict[str, Any]:
     return info
 
 
-def run_stages(work: Path, origin: str, log, skip: tuple[str, ...] = ()) -> dict[str, float]:
-    """Every stage not yet done, in order, but those in `skip`; returns the wall seconds each stage
-    has taken so far. A stage is done when its stamp (over the params, `origin`, its command and
+def run_stages(
+    work: Path, origin: str, log, skip: tuple[str, ...] = (), only: tuple[str, ...] = ()
+) -> dict[str, float]:
+    """Every stage not yet done, in order, but those in `skip` (and, when `only` names stages, but
+    those it does not name); returns the wall seconds each stage has taken so far. A stage is done when its stamp (over the params, `origin`, its command and
     the stages before it) matches the one it left."""
     state = work / STATE
     state.mkdir(exist_ok=True)
@@ -184,6 +189,9 @@ def run_stages(work: Path, origin: str, log, skip: tuple[str, ...] = ()) -> dict
         done = state / f"{name}.done"
         if name in skip:
             log(f"{name}: skipped (--trained)")
+            continue
+        if only and name not in only:
+            log(f"{name}: not run (--only)")
             continue
         if done.exists() and done.read_text() == stamp:
             log(f"{name}: done before, skipped")
@@ -222,6 +230,14 @@ def report(work: Path, out: Path, configs: list[Path], times: dict[str, float]) 
         "stages_s": {k: round(v, 1) for k, v in times.items()},
         "total_s": round(sum(times.values()), 1),
     }
+    methods = sorted(work.glob(f"{paths.BASELINES}/*/metrics.json"))
+    methods += (
+        [work / paths.metrics("magrpo")] if (work / paths.metrics("magrpo")).is_file() else []
+    )
+    for metrics in methods:
+        (partial / "methods").mkdir(exist_ok=True)
+        name = "magrpo" if metrics.parent.name == paths.EVALUATE.name else metrics.parent.name
+        shutil.copy2(metrics, partial / "methods" / f"{name}.json")
     io.write_json(partial / "wall_time.json", wall)
     io.write_json(partial / "hardware.json", hardware())
     shutil.rmtree(out, ignore_errors=True)
@@ -248,7 +264,18 @@ def main(argv: list[str] | None = None) -> int:
         help="a finished experiment's work folder (build/experiments/<name>): its trained team is "
         "evaluated, the smoke and train stages are not run",
     )
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma-separated dvc.yaml stages to run (e.g. prepare,baseline@naive_concat,beam), "
+        "the others not; the report then holds what they wrote (methods/<method>.json)",
+    )
     args = parser.parse_args(argv)
+    only = tuple(s for s in args.only.split(",") if s)
+    unknown = set(only) - {n for n, _ in stage_commands(ROOT / "dvc.yaml")}
+    if unknown:
+        print(f"error: --only: no such stage {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
     name = args.name or args.configs[-1].stem
     work, out = ROOT / BUILD / name, args.out or ROOT / paths.REPORTS / name
 
@@ -262,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         origin = prepare_workdir(work, params, args.configs, args.problems, args.trained)
-        times = run_stages(work, origin, log, ("smoke", "train") if args.trained else ())
+        skip = ("smoke", "train") if args.trained else ()
+        times = run_stages(work, origin, log, skip, only)
     except (ExperimentFailed, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

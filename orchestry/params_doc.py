@@ -57,6 +57,8 @@ def _type_text(annotation: Any, nested_path: str | None = None) -> str:
         return _type_text(args[0]) + _bounds_text(list(args[1:]))
     if args and origin in (Union, UnionType):  # int ≥ 1 or `auto`
         return " or ".join(_type_text(a).removeprefix("one of ") for a in args)
+    if annotation is type(None):
+        return "`null`"
     return getattr(annotation, "__name__", str(annotation))
 
 

@@ -58,6 +58,8 @@ def tiny_params(**overrides: dict) -> dict:
     )
     p["smoke"].update(steps=1, problems=2)
     p["evaluate"].update(n_samples=2, bootstrap=20)
+    p["prompt_policy"].update(rounds=1, minibatch=1, samples=1, pareto_tasks=1, reflect_tokens=24)
+    p["beam"].update(width=1, k=2, turns=1, searches=1)
     for section, values in overrides.items():
         if isinstance(values, dict):
             p[section].update(values)

@@ -58,6 +58,8 @@ def snakemake_jobs() -> dict[str, dict]:
                 "train:",
                 "baseline:",
                 "evaluate:",
+                "prompt_policy:",
+                "beam:",
                 "schemes:",
                 "figures:",
             )

@@ -45,6 +45,22 @@ def comparison_csv(table: pd.DataFrame) -> str:
     return out.to_csv(index=False, float_format="%.6f")
 
 
+SEARCHED = ("beam", "best_of")
+
+
+def searched_note(table: pd.DataFrame) -> list[str]:
+    """What the starred rows are (beam search and best-of-M), when they are in the table."""
+    if not table["method"].isin(SEARCHED).any():
+        return []
+    return [
+        "\\* Beam search and best-of-M choose among their candidates by the environment's own reward "
+        "(for code, it runs the tests): they compare with each other at the same number of generated "
+        "completions, not with the other rows, which answer without a verifier. Each row of theirs is "
+        "one search (`beam.searches` per task), so pass@k is reported for k = 1 only when fewer. The "
+        "prompt policy's starting prompts are the naive concatenation's: that row is its baseline.",
+    ]
+
+
 def results_markdown(
     table: pd.DataFrame,
     train: dict[str, Any],
@@ -70,10 +86,11 @@ def results_markdown(
         "Coop. rate",
         "Tokens/s",
         "s/sample",
+        "Tokens/answer",
     ]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for _, r in table.iterrows():
-        cells = [r["label"], *(f"{r[k]:.3f}" for k in ks)]
+        cells = [r["label"], *("n/a" if pd.isna(r[k]) else f"{r[k]:.3f}" for k in ks)]
         cells += [
             f"[{r['pass@1_ci95'][0]:.3f}, {r['pass@1_ci95'][1]:.3f}]",
             f"{r['return_mean']:.3f}",
@@ -87,8 +104,10 @@ def results_markdown(
             f"{r['coop_rate']:.3f}",
             f"{r['tokens_per_s']:.1f}",
             f"{r['response_seconds_mean']:.2f}",
+            f"{r['new_tokens_mean']:.0f}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", *searched_note(table)]
     lines += [
         "",
         "## Each role on its own (test split; 95% CI over problems; n/a: no reference)",

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from orchestry.eval.metrics import quarter_means
+from orchestry.eval.tables import searched_note
 
 
 def _columns(parts: list[str]) -> list[str]:
@@ -39,15 +40,22 @@ def text_results_markdown(
         "",
         "## Methods on the test split (mean [95% bootstrap CI over tasks])",
         "",
-        "| Method | " + " | ".join(k.capitalize() for k in keys) + " | Tokens/s | s/sample |",
-        "|" + "---|" * (len(keys) + 3),
+        "| Method | "
+        + " | ".join(k.capitalize() for k in keys)
+        + " | Tokens/s | s/sample | Tokens/answer |",
+        "|" + "---|" * (len(keys) + 4),
     ]
     for _, r in table.iterrows():
         cells = [
             f"{r[f'{k}_mean']:.3f} [{r[f'{k}_ci95'][0]:.3f}, {r[f'{k}_ci95'][1]:.3f}]" for k in keys
         ]
-        speed = [f"{r['tokens_per_s']:.1f}", f"{r['response_seconds_mean']:.2f}"]
+        speed = [
+            f"{r['tokens_per_s']:.1f}",
+            f"{r['response_seconds_mean']:.2f}",
+            f"{r['new_tokens_mean']:.0f}",
+        ]
         lines.append(f"| {r['label']} | " + " | ".join(cells + speed) + " |")
+    lines += ["", *searched_note(table)]
     lines += ["", "## Training", ""]
     lines += [
         f"- {k}: {v:.4g}" if isinstance(v, float) else f"- {k}: {v}"

@@ -18,6 +18,7 @@ from orchestry.params.env_schema import (
     check_environment,
     environment_roles,
 )
+from orchestry.params.search_schema import BeamParams, PromptPolicyParams
 from orchestry.params.section import Section
 
 BASELINE_NAMES = ("single", "naive_concat", "sequential", "discussion")
@@ -362,6 +363,8 @@ class Params(Section):
     train: TrainParams = TrainParams()
     smoke: SmokeParams = SmokeParams()
     evaluate: EvalParams = EvalParams()
+    prompt_policy: PromptPolicyParams = PromptPolicyParams()
+    beam: BeamParams = BeamParams()
     schemes: SchemesParams = SchemesParams()
     figures: FiguresParams = FiguresParams()
     anthropic: AnthropicParams = AnthropicParams()

@@ -49,7 +49,12 @@ METHOD_LABELS = {
     "sequential": "Sequential",
     "discussion": "Discussion",
     "magrpo": "MAGRPO (ours)",
+    "prompt_policy": "Prompt policy",
+    "beam": "Beam search*",
+    "best_of": "Best-of-M*",
 }
+# methods for teams whose weights do not change (stages prompt_policy and beam)
+FROZEN_METHODS = ("prompt_policy", "beam", "best_of")
 LEVELS = [
     ("structure", "Structure"),
     ("syntax", "Syntax"),
@@ -59,7 +64,7 @@ LEVELS = [
 
 
 def metric_paths() -> dict[str, Path]:
-    files = {n: paths.metrics(n) for n in (*BASELINE_NAMES, "magrpo")}
+    files = {n: paths.metrics(n) for n in (*BASELINE_NAMES, "magrpo", *FROZEN_METHODS)}
     return files
 
 
@@ -194,6 +199,25 @@ def plot_speed(table: pd.DataFrame) -> None:
     _save(fig, "speed")
 
 
+def plot_cost(table: pd.DataFrame) -> None:
+    """Return against cost: the mean tokens generated for one answer (a search counts all of its
+    candidates), one point per method with its 95% CI."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    colors = sns.color_palette("colorblind", len(table))
+    for color, (_, r) in zip(colors, table.iterrows(), strict=True):
+        lo, hi = r["return_ci95"]
+        y = r["return_mean"]
+        x = r["new_tokens_mean"]
+        ax.errorbar(x, y, yerr=[[y - lo], [hi - y]], fmt="o", capsize=4, color=color)
+        ax.annotate(r["label"], (x, y), xytext=(6, 4), textcoords="offset points", fontsize=9)
+    ax.set_xscale("log")
+    ax.set_xlabel("Tokens generated per answer (log scale)")
+    ax.set_ylabel("Mean return")
+    ax.set_title("Test split: return against cost (error bars: 95% CIs over tasks)")
+    fig.tight_layout()
+    _save(fig, "method_cost")
+
+
 def plot_schemes(summary: dict[str, Any]) -> None:
     labels = summary["labels"]
     colors = sns.color_palette("colorblind", len(labels))
@@ -302,6 +326,7 @@ def run(params: Params) -> None:
     plot_training(list(runs.values()), params.figures.smoothing)
     plot_comparison(table)
     plot_speed(table)
+    plot_cost(table)
     plot_schemes(summary)
     plot_roles_training(runs["this run"], params.figures.smoothing)
     plot_roles_by_method(table)
@@ -344,6 +369,7 @@ def run_text(params: Params, table: pd.DataFrame) -> None:
     fig.tight_layout()
     _save(fig, "baseline_comparison")
     plot_speed(table)
+    plot_cost(table)
     train = json.loads(paths.TRAIN_METRICS.read_text())
     io.write_text(COMPARISON_CSV, text_comparison_csv(table, parts))
     io.write_text(RESULTS_MD, text_results_markdown(table, parts, train, history))

@@ -280,3 +280,10 @@ def make_generator(params: Params, agents: list[str], out_dir: Path):
         return ClaudeAgents(ClaudeClient(claude_settings(params, out_dir)), agents)
     p = params.model_copy(update={"model": params.model.model_copy(update={"agents": agents})})
     return make_policy(p)
+
+
+def spent_usd(*generators: object) -> float | None:
+    """Dollars the Claude generators among these spent (their clients' ledger totals); None when
+    none of them is Claude."""
+    spent = [g.client.spent_usd for g in generators if hasattr(g, "client")]
+    return float(sum(spent)) if spent else None

@@ -8,6 +8,7 @@ from conftest import run_in
 from orchestry.eval.metrics import compute_metrics
 
 BASELINES = ["single", "naive_concat", "sequential", "discussion"]
+FROZEN = ["prompt_policy", "beam", "best_of"]  # methods for teams whose weights do not change
 
 
 def strip_timing(path: Path) -> list[dict]:
@@ -34,9 +35,14 @@ def test_dvc_repro_then_snakemake_give_the_same_results(tiny_repo, tmp_path):
         "speed",
         "scheme_distribution",
         "scheme_evolution",
+        "method_cost",
     ]:
         assert (repo / f"reports/figures/{fig}.png").stat().st_size > 10_000
-    for b in BASELINES:  # every number in metrics.json is derivable from generations.jsonl
+    results = (repo / "reports/results.md").read_text()
+    assert "Prompt policy" in results and "Beam search*" in results and "Best-of-M*" in results
+    prompts = json.loads((repo / "results/prompt_policy/prompts.json").read_text())
+    assert len(prompts["rounds"]) == 1 and prompts["candidates"][0]["rules"] == {}
+    for b in BASELINES + FROZEN:  # every number in metrics.json is derivable from generations.jsonl
         rows = [
             json.loads(x)
             for x in (repo / f"results/baselines/{b}/generations.jsonl").read_text().splitlines()

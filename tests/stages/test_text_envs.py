@@ -59,7 +59,10 @@ def test_a_text_environment_runs_every_stage(tiny_repo, env, sets):
     assert {"method", "return_mean", "return_ci_low", "return_ci_high"} <= set(header)
     assert "pass@1" not in header
     methods = {line.split(",")[0] for line in (out / "comparison.csv").read_text().splitlines()[1:]}
-    assert methods == {"single", "naive_concat", "sequential", "discussion", "magrpo"}
+    assert methods == {
+        *("single", "naive_concat", "sequential", "discussion", "magrpo"),
+        *("prompt_policy", "beam", "best_of"),
+    }
     results = (out / "results.md").read_text()
     assert "MAGRPO (ours)" in results and "First vs last quarter" in results
     train = json.loads((out / "train_metrics.json").read_text())

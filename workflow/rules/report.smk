@@ -1,4 +1,11 @@
-FIGURES = ["training_curves", "baseline_comparison", "speed", "scheme_distribution", "scheme_evolution"]
+FIGURES = [
+    "training_curves",
+    "baseline_comparison",
+    "speed",
+    "method_cost",
+    "scheme_distribution",
+    "scheme_evolution",
+]
 
 
 rule schemes:
@@ -31,6 +38,10 @@ rule figures:
         "results/train/metrics.json",
         expand("results/baselines/{baseline}/metrics.json", baseline=BASELINES),
         "results/evaluate/metrics.json",
+        expand(
+            "results/baselines/{method}/metrics.json",
+            method=["prompt_policy", "beam", "best_of"],
+        ),
         "results/schemes/summary.json",
         "reports/seed_runs",
         "reports/ablations",

@@ -1,0 +1,317 @@
+"""Beam search over joint multi-turn trajectories, and best-of-M sampling at an equal budget.
+
+An inference-time method for a team that is not fine-tuned. At each turn every agent samples `k`
+responses per expanded state; joint candidates are formed from them (every combination, cut to
+`max_joint` with the aligned i-th samples first) and scored by the environment itself, the grounded
+value (the code env runs the tests in the sandbox); the `width` best of the turn's candidates are kept
+as the beam. Later turns revise: agent a in beam state s is asked again with its own history plus the
+environment's feedback on s. A task stops once a candidate reaches `success`.
+
+All tasks advance turn by turn together: one generate call per agent position (agents at once: one
+call; a sequential env: one per agent in role order, each sample seeing the earlier agents' actions),
+then ONE `env.score` call for every task's candidates (the sandbox runs the batch in parallel).
+
+`best_of` is the baseline at the same budget: M independent joint samples per task drawn as the team
+protocol draws them (aligned, or in role order), scored in one call, the best kept.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestry.agents.base import Generator, GenRequest, SamplingSpec
+from orchestry.envs.base import Env, Outcome, Turn
+
+Histories = dict[str, tuple[Turn, ...]]
+Leaf = tuple[int, ...]
+"""A joint candidate: the index of each agent's sample (in role order)."""
+
+
+@dataclass(frozen=True)
+class BeamSettings:
+    width: int  # N: joint trajectories kept after each turn
+    k: int  # samples per agent per expanded state and turn
+    turns: int  # most turns (turn 1 from the task alone, later turns revise with feedback)
+    success: float | None  # stop a task once a candidate's total >= this (None: never early)
+    max_joint: int  # most joint candidates scored per expanded state
+    seed: int  # drives the max_joint cut
+
+    def __post_init__(self) -> None:
+        if min(self.width, self.k, self.turns, self.max_joint) < 1:
+            raise ValueError(f"beam: width, k, turns and max_joint must be >= 1: {self}")
+
+
+@dataclass
+class Search:
+    """The result for one task (one independent search)."""
+
+    task: Any
+    actions: dict[str, str]  # best joint action found (by total; ties: earliest)
+    outcome: Outcome  # its outcome (from the same env.score call, not rescored)
+    texts: dict[str, str]  # the agents' raw texts of that candidate's last turn
+    turns: int  # turns used
+    candidates: int  # joint candidates scored for this task
+    completions: int  # completions generated for this task
+    new_tokens: int  # tokens generated for this task
+    seconds: float  # this task's share of generation wall time
+    trace: list[dict[str, Any]]  # per turn: candidates scored, kept candidates' totals, best
+
+
+@dataclass
+class _State:
+    """A scored joint candidate (a beam state), or a task's root (no outcome yet)."""
+
+    history: Histories  # each agent's turns before this candidate's
+    texts: dict[str, str]
+    actions: dict[str, str]
+    outcome: Outcome | None = None
+
+    def next_history(self, env: Env) -> Histories:
+        """Each agent's history for revising this candidate: + its answer and the feedback."""
+        if self.outcome is None:
+            return self.history
+        out = self.outcome
+        return {a: (*h, Turn(self.texts[a], env.feedback(out, a))) for a, h in self.history.items()}
+
+
+@dataclass
+class _Progress:
+    """One task's search so far."""
+
+    task: Any
+    beam: list[_State]
+    best: _State | None = None
+    turns: int = 0
+    candidates: int = 0
+    completions: int = 0
+    new_tokens: int = 0
+    seconds: float = 0.0
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    done: bool = False
+
+    def result(self) -> Search:
+        best = self.best
+        assert best is not None and best.outcome is not None
+        return Search(
+            self.task,
+            best.actions,
+            best.outcome,
+            best.texts,
+            self.turns,
+            self.candidates,
+            self.completions,
+            self.new_tokens,
+            self.seconds,
+            self.trace,
+        )
+
+
+@dataclass
+class _Expansion:
+    """One state expanded this turn: the joint candidates to sample, then those sampled."""
+
+    owner: _Progress
+    history: Histories
+    leaves: list[Leaf]
+    # per prefix of a leaf (agents in role order): the texts and actions sampled so far
+    partial: dict[Leaf, tuple[dict[str, str], dict[str, str]]] = field(default_factory=dict)
+
+
+def joint_leaves(k: int, n_agents: int, max_joint: int, rng: random.Random) -> list[Leaf]:
+    """The joint candidates of one expanded state: the aligned i-th samples first, then (when
+    `max_joint` allows more) other combinations of the k^A, all of them or a seeded sample."""
+    aligned = [(i,) * n_agents for i in range(k)]
+    if max_joint <= k:
+        return aligned[:max_joint]
+    total, extra = k**n_agents, max_joint - k
+    if extra >= total - k:  # every combination fits
+        codes: Sequence[int] = range(total)
+    else:  # extra + k distinct codes hold at least `extra` that are not aligned
+        codes = rng.sample(range(total), extra + k)
+    others = [leaf for leaf in (_decode(c, k, n_agents) for c in codes) if len(set(leaf)) > 1]
+    return aligned + sorted(others[:extra])
+
+
+def _decode(code: int, k: int, n_agents: int) -> Leaf:
+    digits = []
+    for _ in range(n_agents):
+        code, d = divmod(code, k)
+        digits.append(d)
+    return tuple(reversed(digits))
+
+
+def _sample(gen: Generator, env: Env, expansions: list[_Expansion], sampling: SamplingSpec) -> None:
+    """Sample every expansion's leaves, one generate call per agent position (agents at once: one
+    call; a sequential env: agent j's requests, one per leaf prefix, see the earlier agents' actions).
+    Each request asks for just the samples some leaf uses (<= k), so a cut degrades to aligned
+    pairing without generating unused completions. Leaves `partial` keyed by the full leaves."""
+    agents = env.roles.agents
+    in_order = bool(getattr(env, "sequential", False))
+    for e in expansions:
+        e.partial = {(): ({}, {})}
+    for depth in range(len(agents)) if in_order else [0]:
+        group = agents[depth : depth + 1] if in_order else agents
+        requests: list[tuple[_Expansion, Leaf, str, list[int], GenRequest]] = []
+        for e in expansions:
+            for prefix, (_, actions) in e.partial.items():
+                for j, a in enumerate(group, start=depth):
+                    needed = sorted({leaf[j] for leaf in e.leaves if leaf[:depth] == prefix})
+                    if in_order and j > 0:
+                        earlier = {b: actions[b] for b in agents[:j]}
+                        msgs = env.observe_after(e.owner.task, a, earlier, e.history[a])  # type: ignore[attr-defined]
+                    else:
+                        msgs = env.observe(e.owner.task, a, e.history[a])
+                    requests.append((e, prefix, a, needed, GenRequest(a, msgs, len(needed))))
+        start = time.perf_counter()
+        gens = gen.generate([r[-1] for r in requests], sampling)
+        wall = time.perf_counter() - start
+        if len(gens) != len(requests):
+            raise ValueError(f"generate: {len(requests)} requests gave {len(gens)} generations")
+        rows = max(1, sum(len(g.texts) for g in gens))
+        texts_of: dict[tuple[int, Leaf, str], dict[int, str]] = {}
+        for (e, prefix, a, needed, _), g in zip(requests, gens, strict=True):
+            if len(g.texts) != len(needed):
+                raise ValueError(f"asked {a} for {len(needed)} completions, got {len(g.texts)}")
+            e.owner.completions += len(g.texts)
+            e.owner.new_tokens += g.new_tokens
+            e.owner.seconds += wall * len(g.texts) / rows  # batched rows share the call's time
+            texts_of[(id(e), prefix, a)] = dict(zip(needed, g.texts, strict=True))
+        for e in expansions:
+            grown: dict[Leaf, tuple[dict[str, str], dict[str, str]]] = {}
+            for leaf in e.leaves:
+                key = leaf[: depth + len(group)]
+                if key in grown:
+                    continue
+                texts, actions = (dict(d) for d in e.partial[leaf[:depth]])
+                for j, a in enumerate(group, start=depth):
+                    texts[a] = texts_of[(id(e), leaf[:depth], a)][leaf[j]]
+                    actions[a] = env.act(e.owner.task, a, texts[a])
+                grown[key] = (texts, actions)
+            e.partial = grown
+
+
+def _turn(
+    gen: Generator, env: Env, expansions: list[_Expansion], sampling: SamplingSpec
+) -> dict[int, list[_State]]:
+    """Sample and score one turn; returns each task's candidates (scored states, earliest first)."""
+    _sample(gen, env, expansions, sampling)
+    states: list[tuple[_Progress, _State]] = [
+        (e.owner, _State(e.history, *e.partial[leaf])) for e in expansions for leaf in e.leaves
+    ]
+    outcomes = env.score([(p.task, s.actions) for p, s in states]) if states else []
+    if len(outcomes) != len(states):
+        raise ValueError(f"env.score: {len(states)} joint actions gave {len(outcomes)} outcomes")
+    per_task: dict[int, list[_State]] = {}
+    for (p, s), outcome in zip(states, outcomes, strict=True):
+        s.outcome = outcome
+        per_task.setdefault(id(p), []).append(s)
+    return per_task
+
+
+def _keep(p: _Progress, candidates: list[_State], width: int, turn: int, expanded: int) -> None:
+    """The turn's `width` best candidates become the beam; the best so far is updated."""
+    ranked = sorted(candidates, key=lambda s: -_total(s))  # stable: ties keep the earliest
+    p.beam = ranked[:width]
+    if p.best is None or _total(ranked[0]) > _total(p.best):
+        p.best = ranked[0]
+    p.turns = turn
+    p.candidates += len(candidates)
+    p.trace.append(
+        {
+            "turn": turn,
+            "expanded": expanded,
+            "candidates": len(candidates),
+            "kept": [_total(s) for s in p.beam],
+            "best": _total(p.best),
+        }
+    )
+
+
+def _total(s: _State) -> float:
+    assert s.outcome is not None
+    return s.outcome.total
+
+
+def beam_search(
+    gen: Generator,
+    env: Env,
+    tasks: Sequence[Any],
+    settings: BeamSettings,
+    sampling: SamplingSpec,
+) -> list[Search]:
+    """One independent beam search per task, all tasks advancing turn by turn together."""
+    agents = env.roles.agents
+    rng = random.Random(settings.seed)
+    root = {a: () for a in agents}
+    progress = [_Progress(t, [_State(dict(root), {}, {})]) for t in tasks]
+    for turn in range(1, settings.turns + 1):
+        active = [p for p in progress if not p.done]
+        if not active:
+            break
+        expansions = [
+            _Expansion(
+                p,
+                s.next_history(env),
+                joint_leaves(settings.k, len(agents), settings.max_joint, rng),
+            )
+            for p in active
+            for s in p.beam
+        ]
+        per_task = _turn(gen, env, expansions, sampling)
+        for p in active:
+            _keep(p, per_task[id(p)], settings.width, turn, len(p.beam))
+            reached = settings.success is not None and _total(p.best) >= settings.success  # type: ignore[arg-type]
+            p.done = reached or turn == settings.turns
+    return [p.result() for p in progress]
+
+
+def best_of(
+    gen: Generator,
+    env: Env,
+    tasks: Sequence[Any],
+    budgets: Sequence[int],
+    sampling: SamplingSpec,
+    seed: int,
+) -> list[Search]:
+    """`budgets[i]` independent joint samples for task i, drawn as the team protocol draws them
+    (aligned i-th samples; a sequential env in role order), all scored in one call, the best kept.
+    `seed` is accepted for symmetry with `BeamSettings`: nothing here draws (ties: earliest)."""
+    del seed
+    if len(budgets) != len(tasks) or any(b < 1 for b in budgets):
+        raise ValueError(f"best_of: need one budget >= 1 per task, got {list(budgets)}")
+    agents = env.roles.agents
+    progress = [_Progress(t, []) for t in tasks]
+    expansions = [
+        _Expansion(p, {a: () for a in agents}, [(i,) * len(agents) for i in range(m)])
+        for p, m in zip(progress, budgets, strict=True)
+    ]
+    per_task = _turn(gen, env, expansions, sampling)
+    for p in progress:
+        _keep(p, per_task[id(p)], 1, 1, 1)
+    return [p.result() for p in progress]
+
+
+def search_rows(method: str, searches: Sequence[Search], sample: int) -> list[dict[str, Any]]:
+    """One row per search, shaped as `eval/protocols.score_rows` builds them (metrics read these)."""
+    return [
+        {
+            "method": method,
+            "problem_id": s.task.id,
+            "sample": sample,
+            "code": s.actions,
+            "seconds": s.seconds,
+            "new_tokens": s.new_tokens,
+            **s.outcome.record,
+            "search": {
+                "turns": s.turns,
+                "candidates": s.candidates,
+                "completions": s.completions,
+                "trace": s.trace,
+            },
+        }
+        for s in searches
+    ]

@@ -1,0 +1,385 @@
+"""Prompt-as-policy learning (GEPA-style): the agents' system prompts are what learns.
+
+For a team whose weights cannot change (API models), the learnable state is a short list of
+instructions per agent, appended to its system message (`Prompted`). Each round of `learn`:
+
+1. a parent is picked from the Pareto front of the accepted candidates (scored per task on a fixed
+   Pareto set of train tasks): the best mean, or with probability `explore` a random front member;
+2. the parent team runs `samples` joint samples on a fresh minibatch of train tasks (`run_episodes`);
+3. a reflector LLM reads the batch's best and worst episodes with their reward parts and the
+   environment's notes (`prompt_reflect.reflection_messages`) and proposes one new instruction per
+   agent (`prompt_reflect.parse_rules`);
+4. the child (parent's rules + the new ones, at most `max_rules` each, oldest dropped) runs on the
+   same minibatch; it is accepted iff its mean total beats the parent's, then scored on the Pareto
+   set and kept. The accepted instructions form the behaviour library.
+
+`save` writes the best candidate's rules with the whole search (prompts.json) and the library
+(library.json); `load_rules` reads the rules back for evaluation.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestry import io
+from orchestry.agents.base import Generation, Generator, GenRequest, SamplingSpec
+from orchestry.algos.prompt_reflect import propose
+from orchestry.envs.base import Env, Outcome
+
+log = logging.getLogger("orchestry.algos.prompt_policy")
+
+Rules = dict[str, list[str]]
+"""Agent -> the instructions it has learned, oldest first."""
+
+RULES_HEADER = "Lessons learned:"
+"""The line above the numbered instructions in an agent's system message."""
+
+
+@dataclass(frozen=True)
+class PromptPolicySettings:
+    rounds: int
+    """Reflection rounds."""
+    minibatch: int
+    """Train tasks drawn per round (parent and child run on the same ones)."""
+    samples: int
+    """Joint samples per task in an episode batch."""
+    pareto_tasks: int
+    """Train tasks (fixed: the first of a seeded shuffle) every accepted candidate is scored on."""
+    explore: float
+    """Probability of taking a random Pareto-front member as the parent instead of the best mean."""
+    max_rules: int
+    """Most instructions kept per agent (the oldest are dropped)."""
+    seed: int
+    """Seeds the task shuffle, the minibatches and the parent choice."""
+
+    def __post_init__(self) -> None:
+        if self.rounds < 0 or min(self.minibatch, self.samples, self.max_rules) < 1:
+            raise ValueError(f"need rounds >= 0 and minibatch, samples, max_rules >= 1: {self}")
+        if self.pareto_tasks < 1 or not 0.0 <= self.explore <= 1.0:
+            raise ValueError(f"need pareto_tasks >= 1 and 0 <= explore <= 1: {self}")
+
+
+def rules_block(rules: Sequence[str]) -> str:
+    """The text appended to an agent's system message: the header and a numbered list."""
+    return RULES_HEADER + "\n" + "\n".join(f"{i + 1}. {r}" for i, r in enumerate(rules))
+
+
+class Prompted:
+    """A `Generator` that adds each agent's learned instructions to its system message.
+
+    A request of an agent with rules gets them appended to its first system message under
+    `RULES_HEADER` (a system message is inserted first when there is none); requests of agents
+    without rules are passed on as they are.
+    """
+
+    def __init__(self, gen: Generator, rules: Mapping[str, Sequence[str]]) -> None:
+        self.gen = gen
+        self.rules = {a: list(r) for a, r in rules.items() if r}
+
+    def request(self, request: GenRequest) -> GenRequest:
+        """`request` with its agent's rules in the system message (itself when there are none)."""
+        rules = self.rules.get(request.agent)
+        if not rules:
+            return request
+        block = rules_block(rules)
+        messages = [dict(m) for m in request.messages]
+        if messages and messages[0].get("role") == "system":
+            base = messages[0]["content"].rstrip()
+            messages[0]["content"] = f"{base}\n\n{block}" if base else block
+        else:
+            messages.insert(0, {"role": "system", "content": block})
+        return GenRequest(request.agent, messages, request.n)
+
+    def generate(self, requests: Sequence[GenRequest], sampling: SamplingSpec) -> list[Generation]:
+        return self.gen.generate([self.request(r) for r in requests], sampling)
+
+
+@dataclass
+class Episode:
+    """One joint sample: every agent's completion and action, and the environment's verdict."""
+
+    task: Any
+    texts: dict[str, str]
+    """Each agent's raw completion."""
+    actions: dict[str, str]
+    """What `env.act` made of each completion."""
+    outcome: Outcome
+    new_tokens: int
+    """Tokens the team generated for this joint sample."""
+
+
+def _sample_tokens(gen: Generation) -> list[int]:
+    """New tokens per completion of one request; an API total is split evenly, summing exactly."""
+    n = len(gen.texts)
+    if len(gen.token_ids) == n and any(gen.token_ids):
+        return [len(ids) for ids in gen.token_ids]
+    share, extra = divmod(gen.new_tokens, max(1, n))
+    return [share + (i < extra) for i in range(n)]
+
+
+def run_episodes(
+    gen: Generator, env: Env, tasks: Sequence[Any], n: int, sampling: SamplingSpec
+) -> list[Episode]:
+    """`n` joint samples per task (task-major), scored in one `env.score` call.
+
+    The agents answer their own observations in one generate call (the i-th samples form joint
+    sample i); in a sequential environment they answer in role order, one call per agent, each
+    seeing the earlier agents' actions of its joint sample (as `eval.protocols.team` does).
+    """
+    agents = env.roles.agents
+    texts: list[list[dict[str, str]]] = [[{} for _ in range(n)] for _ in tasks]
+    acts: list[list[dict[str, str]]] = [[{} for _ in range(n)] for _ in tasks]
+    tokens = [[0] * n for _ in tasks]
+    if getattr(env, "sequential", False):
+        for ai, a in enumerate(agents):
+            if ai == 0:
+                reqs = [GenRequest(a, env.observe(t, a), n) for t in tasks]
+            else:
+                reqs = [
+                    GenRequest(
+                        a,
+                        env.observe_after(t, a, {b: acts[ti][i][b] for b in agents[:ai]}),  # type: ignore[attr-defined]
+                        1,
+                    )
+                    for ti, t in enumerate(tasks)
+                    for i in range(n)
+                ]
+            gens = gen.generate(reqs, sampling)
+            for ti, t in enumerate(tasks):
+                for i in range(n):
+                    g, k = (gens[ti], i) if ai == 0 else (gens[ti * n + i], 0)
+                    texts[ti][i][a] = g.texts[k]
+                    acts[ti][i][a] = env.act(t, a, g.texts[k])
+                    tokens[ti][i] += _sample_tokens(g)[k]
+    else:
+        reqs = [GenRequest(a, env.observe(t, a), n) for t in tasks for a in agents]
+        gens = gen.generate(reqs, sampling)
+        for ti, t in enumerate(tasks):
+            for ai, a in enumerate(agents):
+                g = gens[ti * len(agents) + ai]
+                counts = _sample_tokens(g)
+                for i in range(n):
+                    texts[ti][i][a] = g.texts[i]
+                    acts[ti][i][a] = env.act(t, a, g.texts[i])
+                    tokens[ti][i] += counts[i]
+    joint = [(t, acts[ti][i]) for ti, t in enumerate(tasks) for i in range(n)]
+    outcomes = env.score(joint)
+    if len(outcomes) != len(joint):
+        raise RuntimeError(f"env.score returned {len(outcomes)} outcomes for {len(joint)} actions")
+    return [
+        Episode(t, texts[ti][i], acts[ti][i], outcomes[ti * n + i], tokens[ti][i])
+        for ti, t in enumerate(tasks)
+        for i in range(n)
+    ]
+
+
+def mean_total(episodes: Sequence[Episode]) -> float:
+    return sum(e.outcome.total for e in episodes) / len(episodes)
+
+
+@dataclass
+class Candidate:
+    """A set of rules that was accepted (candidate 0: none), scored on the Pareto set."""
+
+    id: int
+    parent: int | None
+    round: int
+    """The round that made it (0 for the start)."""
+    rules: Rules
+    scores: dict[str, float]
+    """Task id -> mean total of its samples on that Pareto task."""
+
+    @property
+    def mean(self) -> float:
+        """Mean score over the Pareto tasks (0.0 before any is scored)."""
+        return sum(self.scores.values()) / len(self.scores) if self.scores else 0.0
+
+
+def _dominates(a: Candidate, b: Candidate) -> bool:
+    tasks = set(a.scores) | set(b.scores)
+    low = float("-inf")
+    pairs = [(a.scores.get(t, low), b.scores.get(t, low)) for t in tasks]
+    return all(x >= y for x, y in pairs) and any(x > y for x, y in pairs)
+
+
+def pareto_front(cands: Sequence[Candidate]) -> list[int]:
+    """Ids of the candidates no other candidate dominates (>= on every task and > on one), in
+    order; a task a candidate was not scored on counts as its worst."""
+    return [c.id for c in cands if not any(_dominates(o, c) for o in cands if o is not c)]
+
+
+def child_rules(parent: Rules, new: Mapping[str, str], max_rules: int) -> Rules:
+    """The parent's rules with each agent's new instruction appended, the oldest dropped beyond
+    `max_rules`; agents without a new one keep theirs."""
+    out = {a: list(r) for a, r in parent.items()}
+    for agent, rule in new.items():
+        kept = [*out.get(agent, []), rule]
+        out[agent] = kept[-max_rules:]
+    return out
+
+
+@dataclass
+class PolicyState:
+    """The search so far: every accepted candidate, the best one, the library and the round log."""
+
+    candidates: list[Candidate] = field(default_factory=list)
+    best: int = 0
+    """Id of the candidate with the highest mean on the Pareto set."""
+    library: list[dict[str, Any]] = field(default_factory=list)
+    """One row per accepted instruction: agent, text, round, candidate, parent_mean, child_mean
+    (the means on the round's minibatch)."""
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    """One row per round: round, parent, minibatch, parent_mean, child_mean, accepted,
+    proposals (the reflector's raw text), parsed (the instructions read from it)."""
+    team_tokens: int = 0
+    reflector_tokens: int = 0
+
+    def candidate(self, cid: int) -> Candidate:
+        for c in self.candidates:
+            if c.id == cid:
+                return c
+        raise KeyError(f"no candidate {cid}")
+
+    def rules(self) -> Rules:
+        """The best candidate's rules."""
+        return {a: list(r) for a, r in self.candidate(self.best).rules.items()}
+
+
+def _task_ids(tasks: Sequence[Any]) -> list[str]:
+    """Each task's `id` (its index when it has none); ids must be distinct."""
+    ids = [str(getattr(t, "id", i)) for i, t in enumerate(tasks)]
+    if len(set(ids)) != len(ids):
+        raise ValueError("prompt policy tasks need distinct ids")
+    return ids
+
+
+def _best_of(cands: Sequence[Candidate]) -> Candidate:
+    """The highest mean; the earliest on a tie."""
+    return max(cands, key=lambda c: (c.mean, -c.id))
+
+
+def learn(
+    team: Generator,
+    reflector: Generator,
+    env: Env,
+    tasks: Sequence[Any],
+    settings: PromptPolicySettings,
+    sampling: SamplingSpec,
+    reflect_sampling: SamplingSpec,
+    progress: Callable[[int, int], None] | None = None,
+) -> PolicyState:
+    """Search the agents' instructions for `settings.rounds` rounds (module doc); `progress(done,
+    total)` is called after each round."""
+    if not tasks:
+        raise ValueError("learn needs at least one task")
+    agents = env.roles.agents
+    ids = _task_ids(tasks)
+    rng = random.Random(settings.seed)
+    order = list(range(len(tasks)))
+    rng.shuffle(order)
+    pareto = order[: settings.pareto_tasks]
+    state = PolicyState()
+
+    def episodes(rules: Rules, picked: Sequence[int]) -> list[Episode]:
+        eps = run_episodes(
+            Prompted(team, rules), env, [tasks[i] for i in picked], settings.samples, sampling
+        )
+        state.team_tokens += sum(e.new_tokens for e in eps)
+        return eps
+
+    def pareto_scores(rules: Rules) -> dict[str, float]:
+        eps = episodes(rules, pareto)
+        n = settings.samples
+        return {ids[i]: mean_total(eps[k * n : (k + 1) * n]) for k, i in enumerate(pareto)}
+
+    state.candidates.append(Candidate(0, None, 0, {}, pareto_scores({})))
+    for r in range(1, settings.rounds + 1):
+        front = [state.candidate(i) for i in pareto_front(state.candidates)]
+        explore = rng.random() < settings.explore
+        parent = rng.choice(front) if explore else _best_of(front)
+        picked = rng.sample(range(len(tasks)), min(settings.minibatch, len(tasks)))
+        parent_eps = episodes(parent.rules, picked)
+        parent_mean = mean_total(parent_eps)
+        proposed, texts, tokens = propose(
+            reflector, parent_eps, agents, parent.rules, reflect_sampling
+        )
+        state.reflector_tokens += tokens
+        row: dict[str, Any] = {
+            "round": r,
+            "parent": parent.id,
+            "explore": explore,
+            "minibatch": [ids[i] for i in picked],
+            "parent_mean": parent_mean,
+            "child_mean": None,
+            "accepted": False,
+            "proposals": texts,
+            "parsed": proposed,
+        }
+        if proposed:
+            rules = child_rules(parent.rules, proposed, settings.max_rules)
+            child_mean = mean_total(episodes(rules, picked))
+            row.update(child_mean=child_mean, accepted=child_mean > parent_mean)
+            if row["accepted"]:
+                child = Candidate(len(state.candidates), parent.id, r, rules, pareto_scores(rules))
+                state.candidates.append(child)
+                state.library += [
+                    {
+                        "agent": agent,
+                        "text": rule,
+                        "round": r,
+                        "candidate": child.id,
+                        "parent_mean": parent_mean,
+                        "child_mean": child_mean,
+                    }
+                    for agent, rule in proposed.items()
+                ]
+        log.info(
+            "round %d: parent %d (%.3f), child %s, %s",
+            r,
+            parent.id,
+            parent_mean,
+            "none parsed" if row["child_mean"] is None else f"{row['child_mean']:.3f}",
+            "accepted" if row["accepted"] else "rejected",
+        )
+        state.rounds.append(row)
+        if progress is not None:
+            progress(r, settings.rounds)
+    state.best = _best_of(state.candidates).id
+    return state
+
+
+def save(state: PolicyState, prompts_path: Path, library_path: Path) -> None:
+    """prompts.json: the best rules, the candidates, the rounds and the token counts;
+    library.json: the accepted instructions (`{"behaviours": [...]}`). Both written atomically."""
+    prompts = {
+        "rules": state.rules(),
+        "best": state.best,
+        "candidates": [{**asdict(c), "mean": c.mean} for c in state.candidates],
+        "rounds": state.rounds,
+        "tokens": {"team": state.team_tokens, "reflector": state.reflector_tokens},
+    }
+    io.write_json(prompts_path, prompts)
+    io.write_json(library_path, {"behaviours": state.library})
+
+
+def load_rules(prompts_path: Path) -> Rules:
+    """The learned rules in a prompts.json that `save` wrote."""
+    try:
+        data = json.loads(Path(prompts_path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{prompts_path} is not JSON ({err}); rerun the prompt learning") from None
+    rules = data.get("rules") if isinstance(data, dict) else None
+    if not isinstance(rules, dict) or not all(
+        isinstance(a, str) and isinstance(r, list) and all(isinstance(x, str) for x in r)
+        for a, r in rules.items()
+    ):
+        raise ValueError(
+            f"{prompts_path} holds no learned rules (need {{'rules': {{agent: [text, ...]}}}})"
+        )
+    return {a: list(r) for a, r in rules.items()}
