@@ -213,6 +213,38 @@ def run_stages(
     return times
 
 
+def methods_table(methods: list[Path]) -> str:
+    """methods.md for a report without results.md (a run with `--only`): each method's return,
+    pass@1 and test pass rate where its environment has tests, with their 95% CIs, and the
+    tokens generated per answer, read from its metrics file."""
+
+    def cell(m: dict[str, Any], key: str, ci: str) -> str:
+        if m.get(key) is None:
+            return "n/a"
+        low, high = m.get(ci) or (m[key], m[key])
+        return f"{m[key]:.3f} [{low:.3f}, {high:.3f}]"
+
+    lines = [
+        "# Methods on the test split",
+        "",
+        "Written by `python -m orchestry.experiment` from methods/*.json (95% bootstrap CIs over "
+        "tasks); do not edit.",
+        "",
+        "| Method | Return | pass@1 | Test pass rate | Tokens/answer |",
+        "|---|---|---|---|---|",
+    ]
+    for path in methods:
+        m = json.loads(path.read_text())
+        cells = [
+            cell(m, "return_mean", "return_ci95"),
+            cell(m, "pass@1", "pass@1_ci95"),
+            cell(m, "test_pass_rate", "test_pass_rate_ci95"),
+            f"{m['new_tokens_mean']:.0f}",
+        ]
+        lines.append(f"| {path.stem} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def report(work: Path, out: Path, configs: list[Path], times: dict[str, float]) -> None:
     """reports/<name>/: the figures stage's outputs and the run's record, replaced as a whole."""
     partial = out.with_name(out.name + ".partial")
@@ -238,6 +270,8 @@ def report(work: Path, out: Path, configs: list[Path], times: dict[str, float]) 
         (partial / "methods").mkdir(exist_ok=True)
         name = "magrpo" if metrics.parent.name == paths.EVALUATE.name else metrics.parent.name
         shutil.copy2(metrics, partial / "methods" / f"{name}.json")
+    if methods and not (partial / "results.md").exists():
+        io.write_text(partial / "methods.md", methods_table(sorted(partial.glob("methods/*.json"))))
     io.write_json(partial / "wall_time.json", wall)
     io.write_json(partial / "hardware.json", hardware())
     shutil.rmtree(out, ignore_errors=True)

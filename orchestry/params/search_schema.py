@@ -63,5 +63,5 @@ class BeamParams(Section):
         8, ge=1, description="Most joint candidates scored per kept trajectory and turn."
     )
     searches: int = Field(
-        2, ge=1, description="Independent searches per test task (the rows' samples)."
+        1, ge=1, description="Independent searches per test task (the rows' samples)."
     )

@@ -304,8 +304,13 @@ def plot_roles_by_method(table: pd.DataFrame) -> None:
 
 
 def load_table() -> pd.DataFrame:
+    """Every method's metrics; the frozen-team methods only where their stages ran (an experiment
+    run with `--only` may leave them out)."""
     rows = []
     for method, path in metric_paths().items():
+        if not path.is_file() and method in FROZEN_METHODS:
+            log.info("%s: no metrics (stage not run), left out of the tables", method)
+            continue
         if not path.is_file():
             raise FileNotFoundError(f"{path} is missing; run the baseline/evaluate stages first")
         rows.append(

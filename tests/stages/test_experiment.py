@@ -93,3 +93,36 @@ def test_a_missing_problems_folder_exits_1_naming_it_and_builds_nothing(tiny_rep
     proc = run_in(repo, "python", "-m", "orchestry.experiment", *argv, check=False)
     assert proc.returncode == 1 and "no-such-problems: no such folder" in proc.stderr
     assert not missing.exists() and not (repo / "build").exists()
+
+
+def test_only_names_stages_of_dvc_yaml(tmp_path, capsys):
+    from orchestry.experiment import main
+
+    config = tmp_path / "x.yaml"
+    config.write_text("seed: 0\n")
+    assert main([str(config), "--name", "never", "--only", "prepare,beem"]) == 2
+    assert "--only: no such stage beem" in capsys.readouterr().err
+    assert not (ROOT / "build/experiments/never").exists()
+
+
+def test_a_report_without_results_md_gets_a_methods_table(tmp_path):
+    from orchestry.experiment import methods_table
+
+    code = {
+        "return_mean": 1.5,
+        "return_ci95": [1.25, 1.75],
+        "pass@1": 0.5,
+        "pass@1_ci95": [0.0, 1.0],
+        "test_pass_rate": 0.25,
+        "test_pass_rate_ci95": [0.0, 0.5],
+        "new_tokens_mean": 480.4,
+    }
+    text = {"return_mean": 0.8, "return_ci95": [0.7, 0.9], "new_tokens_mean": 96.0}
+    (tmp_path / "beam.json").write_text(json.dumps(code))
+    (tmp_path / "story.json").write_text(json.dumps(text))
+    table = methods_table([tmp_path / "beam.json", tmp_path / "story.json"])
+    assert (
+        "| beam | 1.500 [1.250, 1.750] | 0.500 [0.000, 1.000] | 0.250 [0.000, 0.500] | 480 |"
+        in table
+    )
+    assert "| story | 0.800 [0.700, 0.900] | n/a | n/a | 96 |" in table

@@ -60,3 +60,27 @@ def test_ablations_table_has_one_row_per_lever_with_cis() -> None:
     rows = [line for line in md.splitlines() if line.startswith("| ")]
     assert len(rows) == 3 and rows[2].startswith("| credit | `train.credit_weight=0.5` | 18 |")
     assert "0.000 -> 0.125" in rows[2] and "0.250 [0.10, 0.40]" in rows[2] and "n/a" in rows[2]
+
+
+def test_the_frozen_team_methods_are_left_out_only_when_absent(tmp_path, monkeypatch) -> None:
+    """An experiment run with --only may skip prompt_policy and beam; a missing baseline is an error."""
+    import json
+
+    import pytest
+
+    files = {m: tmp_path / f"{m}.json" for m in figures.METHOD_LABELS}
+    monkeypatch.setattr(figures, "metric_paths", lambda: files)
+    for method in ["single", "naive_concat", "sequential", "discussion", "magrpo", "beam"]:
+        files[method].write_text(json.dumps({"return_mean": 1.0}))
+    table = figures.load_table()
+    assert list(table["method"]) == [
+        "single",
+        "naive_concat",
+        "sequential",
+        "discussion",
+        "magrpo",
+        "beam",
+    ]
+    files["single"].unlink()
+    with pytest.raises(FileNotFoundError, match="single.json is missing"):
+        figures.load_table()
