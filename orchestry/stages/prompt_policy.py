@@ -16,6 +16,8 @@ import time
 from orchestry import io, paths
 from orchestry.agents.base import SamplingSpec
 from orchestry.algos.prompt_policy import (
+    Candidate,
+    PolicyState,
     Prompted,
     PromptPolicySettings,
     learn,
@@ -72,10 +74,8 @@ def eta_log(what: str):
 
 def run(params: Params) -> None:
     train, test = read_tasks(params, "train"), read_tasks(params, "test")
-    if not train or not test:
-        raise FileNotFoundError(
-            "prompt_policy needs both splits; give prepare.sets some n_train and n_test"
-        )
+    if not test:
+        raise FileNotFoundError("the test split is empty; give prepare.sets some n_test")
     seed_everything(params.seed)
     env = make_env(params, training=False)
     out = paths.PROMPT_POLICY
@@ -97,16 +97,20 @@ def run(params: Params) -> None:
         s.samples,
         params.prompt_policy.reflector,
     )
-    state = learn(
-        gen,
-        reflector,
-        env,
-        train,
-        s,
-        sampling_spec(params),
-        reflect_sampling(params),
-        progress=eta_log("round"),
-    )
+    if train:
+        state = learn(
+            gen,
+            reflector,
+            env,
+            train,
+            s,
+            sampling_spec(params),
+            reflect_sampling(params),
+            progress=eta_log("round"),
+        )
+    else:  # a team checked on problems kept apart (n_train 0): nothing to learn from
+        log.warning("the train split is empty: no rounds, the starting prompts are evaluated")
+        state = PolicyState(candidates=[Candidate(0, None, 0, {}, {})])
     save(state, paths.PROMPTS, paths.LIBRARY)
     rules = load_rules(paths.PROMPTS)  # evaluation reads what was saved, as a later run would
     log.info("learned rules: %s", {a: len(r) for a, r in rules.items()})
