@@ -23,6 +23,7 @@ STAGES = (
     "beam",
     "schemes",
     "figures",
+    "orchestrate",  # opt-in: optional/dvc.yaml
 )
 # Modules that run other files of the package by path rather than importing them.
 READ_AS_FILES = {

@@ -39,6 +39,12 @@ LIBRARY = PROMPT_POLICY / "library.json"
 PROMPT_POLICY_COST = PROMPT_POLICY / "cost.json"
 BEAM = Path("results/beam")
 BEAM_COST = BEAM / "cost.json"
+# the opt-in orchestrate stage (optional/dvc.yaml)
+ORCHESTRATE = Path("results/orchestrate")
+ORCHESTRATE_METRICS = ORCHESTRATE / "metrics.json"
+ORCHESTRATE_EPISODES = ORCHESTRATE / "episodes.jsonl"
+ORCHESTRATE_HISTORY = ORCHESTRATE / "history.csv"
+ORCHESTRATE_REPORTS = Path("reports/orchestrate")
 REPORTS = Path("reports")
 FIGURES = REPORTS / "figures"
 RESULTS_MD = REPORTS / "results.md"

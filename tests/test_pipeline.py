@@ -20,9 +20,14 @@ def run(*cmd: str) -> str:
     return proc.stdout + proc.stderr
 
 
+DVC_FILES = ("dvc.yaml", "optional/dvc.yaml")  # the default pipeline, and the opt-in stages
+
+
 def dvc_stages() -> dict[str, dict]:
-    """Stage name -> {cmd, deps, outs, params}, with foreach expanded."""
-    spec = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    """Stage name -> {cmd, deps, outs, params} of both dvc.yaml files, with foreach expanded."""
+    spec = {}
+    for name in DVC_FILES:
+        spec.update(yaml.safe_load((ROOT / name).read_text())["stages"])
     stages = {}
     for name, st in spec.items():
         items = st["foreach"] if "foreach" in st else [None]
@@ -40,14 +45,18 @@ def dvc_stages() -> dict[str, dict]:
                 "cmd": s["cmd"],
                 "deps": set(s.get("deps", [])),
                 "outs": set(outs),
-                "params": set(s.get("params", [])),
+                "params": {
+                    key
+                    for p in s.get("params", [])
+                    for key in ([p] if isinstance(p, str) else [k for v in p.values() for k in v])
+                },
             }
     return stages
 
 
 def snakemake_jobs() -> dict[str, dict]:
     """Command -> {inputs, outputs} from a forced dry run."""
-    out = run("snakemake", "-n", "-F", "-p")
+    out = run("snakemake", "-n", "-F", "-p", "all", "orchestrate")
     jobs = {}
     for block in out.split("rule ")[1:]:
         if not block.startswith(
@@ -62,6 +71,7 @@ def snakemake_jobs() -> dict[str, dict]:
                 "beam:",
                 "schemes:",
                 "figures:",
+                "orchestrate:",
             )
         ):
             continue
@@ -92,7 +102,7 @@ def both():
 
 def test_same_commands(both):
     dvc, smk = both
-    dry = run("dvc", "repro", "--dry", "-f")
+    dry = run("dvc", "repro", "--dry", "-f") + run("dvc", "repro", "--dry", "-f", DVC_FILES[1])
     dvc_cmds = set(re.findall(r"^> (.*)$", dry, re.M))
     assert dvc_cmds == {s["cmd"] for s in dvc.values()}
     assert dvc_cmds == set(smk)

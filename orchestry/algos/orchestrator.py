@@ -196,6 +196,68 @@ ActFn = Callable[[int, tuple[Any, ...]], tuple[Any, float]]
 ScoreFn = Callable[[tuple[Any, ...]], float]
 """score_fn(final transcript) -> r, the task's success."""
 
+BatchStateFn = Callable[[Sequence[tuple[int, tuple[Any, ...]]]], torch.Tensor]
+"""states_fn([(episode, transcript)]) -> [len, dim]: the states of the episodes still running."""
+BatchActFn = Callable[[Sequence[tuple[int, int, tuple[Any, ...]]]], Sequence[tuple[Any, float]]]
+"""acts_fn([(episode, agent index, transcript)]) -> [(entry, cost)]: one batch of calls."""
+BatchScoreFn = Callable[[Sequence[tuple[int, tuple[Any, ...]]]], Sequence[float]]
+"""scores_fn([(episode, final transcript)]) -> r of each episode."""
+
+
+def rollout_batch(
+    policy: OrchestratorPolicy,
+    episodes: int,
+    states_fn: BatchStateFn,
+    acts_fn: BatchActFn,
+    scores_fn: BatchScoreFn,
+    settings: OrchestratorSettings,
+    generator: torch.Generator,
+    greedy: bool = False,
+) -> list[Episode]:
+    """Run `episodes` episodes in lockstep: at each decision every running episode is embedded in
+    one call, picks (sampled with the CPU `generator` in episode order, or argmax), and the chosen
+    calls of all episodes go to `acts_fn` as one batch (one generate call for the agents)."""
+    param = next(policy.parameters())
+    transcripts: list[list[Any]] = [[] for _ in range(episodes)]
+    states: list[list[torch.Tensor]] = [[] for _ in range(episodes)]
+    actions: list[list[int]] = [[] for _ in range(episodes)]
+    costs: list[list[float]] = [[] for _ in range(episodes)]
+    running = list(range(episodes))
+    for step in range(settings.max_steps):  # at max_steps only stop is allowed: no decision
+        if not running:
+            break
+        batch = states_fn([(i, tuple(transcripts[i])) for i in running]).detach()
+        batch = batch.to(device=param.device, dtype=param.dtype)
+        mask = action_mask(torch.full((len(running),), step), policy.n_agents, settings.max_steps)
+        with torch.no_grad():
+            probs = policy.distribution(batch, mask.to(param.device)).probs.float().cpu()
+        calls = []
+        for row, i in enumerate(running):
+            if greedy:
+                action = int(probs[row].argmax())
+            else:
+                action = int(torch.multinomial(probs[row], 1, generator=generator))
+            states[i].append(batch[row])
+            actions[i].append(action)
+            if action != policy.stop:
+                calls.append((i, action, tuple(transcripts[i])))
+        for (i, _, _), (entry, cost) in zip(calls, acts_fn(calls), strict=True):
+            transcripts[i].append(entry)
+            costs[i].append(float(cost))
+        running = [i for i, _, _ in calls]
+    finals = [(i, tuple(t)) for i, t in enumerate(transcripts)]
+    rewards = scores_fn(finals)
+    return [
+        Episode(
+            states=torch.stack(states[i]),
+            actions=torch.tensor(actions[i], dtype=torch.long),
+            costs=tuple(costs[i]),
+            reward=float(rewards[i]),
+            transcript=finals[i][1],
+        )
+        for i in range(episodes)
+    ]
+
 
 def rollout_episode(
     policy: OrchestratorPolicy,
@@ -206,36 +268,18 @@ def rollout_episode(
     generator: torch.Generator,
     greedy: bool = False,
 ) -> Episode:
-    """Run one episode: embed, pick (sampled with the CPU `generator`, or argmax), call, until stop.
+    """One episode: embed, pick (sampled with the CPU `generator`, or argmax), call, until stop.
 
     The task lives in the caller's closures; the policy only ever sees `state_fn`'s embeddings.
     """
-    param = next(policy.parameters())
-    transcript: list[Any] = []
-    states: list[torch.Tensor] = []
-    actions: list[int] = []
-    costs: list[float] = []
-    for step in range(settings.max_steps):  # at max_steps only stop is allowed: no decision
-        state = state_fn(tuple(transcript)).detach().to(device=param.device, dtype=param.dtype)
-        mask = action_mask(torch.tensor([step]), policy.n_agents, settings.max_steps)
-        with torch.no_grad():
-            probs = policy.distribution(state[None], mask.to(param.device)).probs[0]
-        if greedy:
-            action = int(probs.argmax())
-        else:
-            action = int(torch.multinomial(probs.float().cpu(), 1, generator=generator))
-        states.append(state)
-        actions.append(action)
-        if action == policy.stop:
-            break
-        entry, cost = act_fn(action, tuple(transcript))
-        transcript.append(entry)
-        costs.append(float(cost))
-    final = tuple(transcript)
-    return Episode(
-        states=torch.stack(states),
-        actions=torch.tensor(actions, dtype=torch.long),
-        costs=tuple(costs),
-        reward=float(score_fn(final)),
-        transcript=final,
+    (episode,) = rollout_batch(
+        policy,
+        1,
+        lambda batch: torch.stack([state_fn(t) for _, t in batch]),
+        lambda calls: [act_fn(a, t) for _, a, t in calls],
+        lambda finals: [score_fn(t) for _, t in finals],
+        settings,
+        generator,
+        greedy,
     )
+    return episode

@@ -18,6 +18,7 @@ from orchestry.params.env_schema import (
     check_environment,
     environment_roles,
 )
+from orchestry.params.orchestrate_schema import OrchestrateParams
 from orchestry.params.search_schema import BeamParams, PromptPolicyParams
 from orchestry.params.section import Section
 
@@ -365,6 +366,7 @@ class Params(Section):
     evaluate: EvalParams = EvalParams()
     prompt_policy: PromptPolicyParams = PromptPolicyParams()
     beam: BeamParams = BeamParams()
+    orchestrate: OrchestrateParams = OrchestrateParams()
     schemes: SchemesParams = SchemesParams()
     figures: FiguresParams = FiguresParams()
     anthropic: AnthropicParams = AnthropicParams()

@@ -17,8 +17,7 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -57,6 +56,7 @@ from orchestry.stages.from_params import (
     update_settings,
 )
 from orchestry.stages.launch import launch_processes
+from orchestry.stages.progress import progress_bar
 
 log = logging.getLogger("orchestry.stages.train")
 
@@ -175,7 +175,7 @@ def train_loop(
     policy.sample_stream = world.rank  # rank 0 samples as one process would, the others their own
     world.copy_from_main([p for o in opts.optimizers.values() for p in o.param_groups[0]["params"]])
     ranks = world if world.size > 1 else None  # one process: the update's single-process path
-    with _progress(len(plan), start, world.is_main) as advance:
+    with progress_bar("train", "steps", len(plan), start, world.is_main) as advance:
         for step in range(start, len(plan)):
             t0 = time.perf_counter()
             # this rank's share of the step's problems (rank 0's curriculum picks them for all):
@@ -250,38 +250,6 @@ def _resume(
     if curriculum is not None:
         curriculum.restore(state["curriculum"])
     return state["step"], state["history"]
-
-
-@contextmanager
-def _progress(total: int, start: int, show: bool = True) -> Iterator[Callable[[int, str], None]]:
-    """A progress bar with ETA; yields `advance(done, info)` (a no-op when not `show`)."""
-    if not show:
-        yield lambda done, info: None
-        return
-    from rich.progress import (
-        BarColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    columns = [
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} steps"),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        TextColumn("{task.fields[info]}"),
-    ]
-    with Progress(*columns, transient=False) as bar:
-        task = bar.add_task("train", total=total, completed=start, info="")
-
-        def advance(done: int, info: str) -> None:
-            bar.update(task, completed=done, info=info)
-
-        yield advance
 
 
 def write_dvclive(history: list[dict[str, float]], live_dir: Path) -> None:
