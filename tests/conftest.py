@@ -60,6 +60,9 @@ def tiny_params(**overrides: dict) -> dict:
     p["evaluate"].update(n_samples=2, bootstrap=20)
     p["prompt_policy"].update(rounds=1, minibatch=1, samples=1, pareto_tasks=1, reflect_tokens=24)
     p["beam"].update(width=1, k=2, turns=1, searches=1)
+    p["orchestrate"].update(
+        cost_weights=[0.0, 0.01], updates=2, episodes=2, max_steps=2, checkpoint_every=1
+    )
     for section, values in overrides.items():
         if isinstance(values, dict):
             p[section].update(values)
@@ -82,7 +85,7 @@ def copy_repo(dest: Path) -> Path:
         if src.is_file() and not rel.startswith(("results/", "reports/figures", "data/prepared")):
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
-    for stale in ["dvc.lock"]:
+    for stale in ["dvc.lock", "optional/dvc.lock"]:
         (dest / stale).unlink(missing_ok=True)
     env = {
         **os.environ,

@@ -14,6 +14,7 @@ from orchestry.algos.orchestrator import (
     adam,
     reinforce_update,
     returns,
+    rollout_batch,
     rollout_episode,
 )
 
@@ -199,3 +200,33 @@ def test_same_seeds_give_the_same_parameters():
         return [p.detach().clone() for p in policy.parameters()]
 
     assert all(torch.equal(a, b) for a, b in zip(run(), run(), strict=True))
+
+
+def test_batch_rollout_runs_episodes_in_lockstep():
+    """Every running episode is embedded and called in one batch per decision; each stops on its own."""
+    s = replace(SETTINGS, max_steps=3)
+    policy = OrchestratorPolicy(dim=3, n_agents=2, hidden=8)
+    policy.head = torch.nn.Linear(3, 3, bias=False)  # logits = W s
+    with torch.no_grad():  # the state's first entry says "stop now" (when allowed), else agent 0
+        policy.head.weight.copy_(
+            torch.tensor([[0.0, 10.0, 0.0], [0.0, 0.0, 0.0], [50.0, 0.0, 0.0]])
+        )
+    stop_after = [1, 3, 2]  # episode i stops after this many calls (3: forced)
+    state_batches, act_batches = [], []
+
+    def states(batch):
+        state_batches.append([i for i, _ in batch])
+        return torch.tensor([[float(len(t) >= stop_after[i]), 1.0, 0.0] for i, t in batch])
+
+    def acts(calls):
+        act_batches.append([(i, a) for i, a, _ in calls])
+        return [((i, a), 2.0) for i, a, _ in calls]
+
+    eps = rollout_batch(
+        policy, 3, states, acts, lambda f: [float(i) for i, _ in f], s, torch.Generator(), True
+    )
+    assert state_batches == [[0, 1, 2], [0, 1, 2], [1, 2]]
+    assert act_batches == [[(0, 0), (1, 0), (2, 0)], [(1, 0), (2, 0)], [(1, 0)]]
+    assert [len(e.costs) for e in eps] == [1, 3, 2] and [e.reward for e in eps] == [0, 1, 2]
+    assert [e.actions.tolist()[-1] for e in eps] == [2, 0, 2]  # stop, forced end, stop
+    assert eps[1].transcript == ((1, 0), (1, 0), (1, 0))
