@@ -41,7 +41,7 @@ class OrchestrateParams(Section):
     episodes: int = Field(
         4, ge=1, description="Episodes per update (train tasks in turn, run in lockstep)."
     )
-    lr: float = Field(0.01, gt=0.0, description="Adam learning rate of the policy head.")
+    lr: float = Field(0.03, gt=0.0, description="Adam learning rate of the policy head.")
     gamma: float = Field(1.0, ge=0.0, le=1.0, description="Discount per decision.")
     entropy_coef: float = Field(0.01, ge=0.0, description="Weight of the entropy bonus.")
     baseline_momentum: float = Field(
