@@ -51,7 +51,11 @@ REPORTED = [
     (paths.PREPARED_SUMMARY, "split.json"),
     (paths.PROMPT_POLICY, "prompt_policy"),
     (paths.BEAM_COST, "beam_cost.json"),
+    (paths.ORCHESTRATE_REPORTS, "orchestrate"),
+    (paths.ORCHESTRATE_METRICS, "orchestrate_metrics.json"),
+    (paths.ORCHESTRATE_HISTORY, "orchestrate_history.csv"),
 ]
+OPTIONAL = Path("optional/dvc.yaml")  # opt-in stages: run only when `--only` names them
 
 
 class ExperimentFailed(Exception):
@@ -93,6 +97,11 @@ def stage_commands(dvc_yaml: Path) -> list[tuple[str, str]]:
         else:
             out.append((name, stage["cmd"]))
     return out
+
+
+def pipeline_commands() -> list[tuple[str, str]]:
+    """The stages of dvc.yaml, then the opt-in ones of optional/dvc.yaml."""
+    return stage_commands(ROOT / "dvc.yaml") + stage_commands(ROOT / OPTIONAL)
 
 
 def with_params(cmd: str, params_file: str) -> list[str]:
@@ -184,14 +193,15 @@ def run_stages(
     }
     start = (work / "params.yaml").read_text() + origin
     stamp = hashlib.sha256(start.encode()).hexdigest()
-    for name, cmd in stage_commands(ROOT / "dvc.yaml"):
+    optional = {n for n, _ in stage_commands(ROOT / OPTIONAL)}
+    for name, cmd in pipeline_commands():
         stamp = hashlib.sha256(f"{stamp}\n{cmd}".encode()).hexdigest()
         done = state / f"{name}.done"
         if name in skip:
             log(f"{name}: skipped (--trained)")
             continue
-        if only and name not in only:
-            log(f"{name}: not run (--only)")
+        if (only or name in optional) and name not in only:
+            log(f"{name}: not run ({'opt-in' if name in optional else '--only'})")
             continue
         if done.exists() and done.read_text() == stamp:
             log(f"{name}: done before, skipped")
@@ -262,13 +272,11 @@ def report(work: Path, out: Path, configs: list[Path], times: dict[str, float]) 
         "stages_s": {k: round(v, 1) for k, v in times.items()},
         "total_s": round(sum(times.values()), 1),
     }
-    methods = sorted(work.glob(f"{paths.BASELINES}/*/metrics.json"))
-    methods += (
-        [work / paths.metrics("magrpo")] if (work / paths.metrics("magrpo")).is_file() else []
-    )
-    for metrics in methods:
+    found = {d.name: d / "metrics.json" for d in (work / paths.BASELINES).glob("*")}
+    found["magrpo"] = work / paths.metrics("magrpo")
+    methods = {name: f for name, f in sorted(found.items()) if f.is_file()}
+    for name, metrics in methods.items():
         (partial / "methods").mkdir(exist_ok=True)
-        name = "magrpo" if metrics.parent.name == paths.EVALUATE.name else metrics.parent.name
         shutil.copy2(metrics, partial / "methods" / f"{name}.json")
     if methods and not (partial / "results.md").exists():
         io.write_text(partial / "methods.md", methods_table(sorted(partial.glob("methods/*.json"))))
@@ -301,12 +309,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated dvc.yaml stages to run (e.g. prepare,baseline@naive_concat,beam), "
-        "the others not; the report then holds what they wrote (methods/<method>.json)",
+        help="comma-separated stages to run (e.g. prepare,baseline@naive_concat,beam), the others "
+        "not; the report then holds what they wrote (methods/<method>.json). The opt-in stages "
+        "of optional/dvc.yaml (orchestrate) run only when named here",
     )
     args = parser.parse_args(argv)
     only = tuple(s for s in args.only.split(",") if s)
-    unknown = set(only) - {n for n, _ in stage_commands(ROOT / "dvc.yaml")}
+    unknown = set(only) - {n for n, _ in pipeline_commands()}
     if unknown:
         print(f"error: --only: no such stage {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2

@@ -28,7 +28,7 @@ class OrchestrateParams(Section):
         "environment (the code task: the tests in the sandbox) and reports to the agents.",
     )
     cost_weights: list[float] = Field(
-        [0.0, 0.002, 0.01],
+        [0.0, 0.001, 0.003],
         min_length=1,
         description="λ per token: one orchestrator is trained and evaluated per value "
         "(return = reward - λ·cost).",
@@ -41,9 +41,9 @@ class OrchestrateParams(Section):
     episodes: int = Field(
         4, ge=1, description="Episodes per update (train tasks in turn, run in lockstep)."
     )
-    lr: float = Field(0.03, gt=0.0, description="Adam learning rate of the policy head.")
+    lr: float = Field(0.01, gt=0.0, description="Adam learning rate of the policy head.")
     gamma: float = Field(1.0, ge=0.0, le=1.0, description="Discount per decision.")
-    entropy_coef: float = Field(0.01, ge=0.0, description="Weight of the entropy bonus.")
+    entropy_coef: float = Field(0.02, ge=0.0, description="Weight of the entropy bonus.")
     baseline_momentum: float = Field(
         0.8, ge=0.0, le=1.0, description="EMA momentum of the return baseline."
     )

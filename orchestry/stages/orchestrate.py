@@ -5,7 +5,7 @@ frozen base's embedding of the task and the transcript (algos/orchestrator.py) p
 of the pool (the environment's roles and a tester, algos/agent_pool.py) or stops. REINFORCE on
 r - λ·C over the train split, `episodes` episodes per update, checkpointed every `checkpoint_every`
 updates (an interrupted run resumes where it stopped). Then, on the test split, `evaluate.n_samples`
-episodes per task for each learned policy (greedy decisions) and for the fixed orders of the same
+episodes per task for each learned policy (decisions sampled) and for the fixed orders of the same
 pool: every role at once (the team), the roles in role order (sequential), the pool in turn.
 
 Outputs: results/orchestrate/{metrics.json, episodes.jsonl, history.csv} and reports/orchestrate/
@@ -220,18 +220,14 @@ def run(params: Params) -> None:
         log.info("fixed order %s on %d test episodes", name, len(tasks))
         fixed[name] = episode_rows(name, None, tasks, pool.run_order(tasks, order), n)
     learned, blocks = [], []
-    for lam, head in zip(o.cost_weights, heads, strict=True):
+    for k, (lam, head) in enumerate(zip(o.cost_weights, heads, strict=True)):
         log.info("learned orchestrator λ = %g on %d test episodes", lam, len(tasks))
         run_ = Episodes(params, pool, policy, tasks)
+        # decisions sampled, as in training: REINFORCE optimizes the stochastic policy's return,
+        # and its argmax can be a different (worse) policy
+        picks = torch.Generator().manual_seed(params.seed + 1 + k)
         eps = rollout_batch(
-            head,
-            len(tasks),
-            run_.states,
-            run_.acts,
-            run_.scores,
-            settings(params, lam),
-            torch.Generator().manual_seed(params.seed),
-            greedy=True,
+            head, len(tasks), run_.states, run_.acts, run_.scores, settings(params, lam), picks
         )
         done = [(ep.transcript, run_.outcomes[i]) for i, ep in enumerate(eps)]
         rows = episode_rows("learned", lam, tasks, done, n)

@@ -6,7 +6,7 @@ import pytest
 import yaml
 from conftest import ROOT, run_in
 
-from orchestry.experiment import merged, stage_commands, with_params
+from orchestry.experiment import merged, pipeline_commands, stage_commands, with_params
 
 
 def test_merged_overrides_nested_keys_and_keeps_the_rest():
@@ -20,6 +20,8 @@ def test_stages_come_in_dvc_yaml_order_with_its_commands():
     assert names[0] == "prepare" and names[-1] == "figures"
     assert names.index("train") < names.index("evaluate") < names.index("schemes")
     assert {"baseline@single", "baseline@discussion"} <= set(names)
+    # the opt-in stages of optional/dvc.yaml come after the pipeline
+    assert [n for n, _ in pipeline_commands()] == [*names, "orchestrate"]
     argv = with_params("python -m orchestry --log logs/train.log train", "p.yaml")
     assert argv[1:] == ["-m", "orchestry", "--params", "p.yaml", "--log", "logs/train.log", "train"]
 
@@ -100,8 +102,8 @@ def test_only_names_stages_of_dvc_yaml(tmp_path, capsys):
 
     config = tmp_path / "x.yaml"
     config.write_text("seed: 0\n")
-    assert main([str(config), "--name", "never", "--only", "prepare,beem"]) == 2
-    assert "--only: no such stage beem" in capsys.readouterr().err
+    assert main([str(config), "--name", "never", "--only", "prepare,orchestrate,beem"]) == 2
+    assert "--only: no such stage beem\n" in capsys.readouterr().err  # orchestrate is one
     assert not (ROOT / "build/experiments/never").exists()
 
 
