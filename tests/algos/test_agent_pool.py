@@ -116,3 +116,36 @@ def test_orders_transitions_features_and_bad_pools():
     # calls per member and in all over max_steps, the last reward, tested-now flag
     assert pool.features(entries, 4) == [0.25, 0.0, 0.25, 0.5, 2.5, 1.0]
     assert pool.features((), 4) == [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+
+
+def test_the_pool_on_the_story_env():
+    """Any environment: three roles and the tester on the story task (offline judge)."""
+    import torch
+
+    from orchestry.envs.story.tasks import load_set
+    from orchestry.params import parse_params
+    from orchestry.stages.from_params import make_env, make_policy, sampling_spec
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        params = parse_params({"env": {"name": "story"}, "sampling": {"max_new_tokens": 16}})
+        env = make_env(params)
+        members = [*env.roles.agents, TESTER]
+        pool = AgentPool(env, make_policy(params), sampling_spec(params), members, 5.0)
+        task = load_set("story", ROOT / "data/story")[0]
+        orders = fixed_orders(env.roles.agents, members, 5)
+        ((seq, outcome),) = pool.run_order([task], orders["sequential"])
+        rr = pool.run_order([task], orders["round_robin"])[0][0]
+    finally:
+        torch.set_num_threads(threads)
+    writer, editor, narrator = env.roles.agents
+    assert [e.member for e in seq] == [writer, editor, narrator]
+    # the narrator (main) saw the two earlier parts
+    shown = pool.observation(task, narrator, seq[:2])
+    assert shown == env.observe_after_helpers(task, {writer: seq[0].action, editor: seq[1].action})
+    assert outcome.total == env.score([(task, pool.joint_action(task, seq))])[0].total
+    assert [e.member for e in rr] == [*env.roles.agents, TESTER, writer]
+    assert rr[3].outcome is not None and rr[3].cost == 5.0
+    # the writer's redraw after the tester sees its part and the tester's report
+    assert pool.history(writer, rr[:4])[0].feedback == env.feedback(rr[3].outcome, writer)
