@@ -10,8 +10,9 @@ Run it again after an interruption (a machine given back, a crash) and it goes o
 a stage whose stamp matches (its command, the params and every earlier stage's stamp) is skipped, and
 the train stage resumes from its last checkpoint under `build/experiments/<name>/cache/checkpoints`.
 To go on on another machine, bring that folder along. `--only` runs some stages alone (the
-methods for frozen teams need no training); the report then holds each method's metrics. Nothing is written to `reports/<name>/` until
-every stage has run; a bad key in a config exits 2 naming it, before anything runs.
+methods for frozen teams need no training); the report then holds each method's metrics. The
+opt-in stages of optional/dvc.yaml (orchestrate) run only when `--only` names them. Nothing is
+written to `reports/<name>/` until every stage has run; a bad key in a config exits 2 naming it, before anything runs.
 
 This module is not imported by any stage (it runs them), so changing it reruns none.
 """

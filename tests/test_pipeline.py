@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from orchestry.experiment import OPTIONAL
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
@@ -20,7 +22,7 @@ def run(*cmd: str) -> str:
     return proc.stdout + proc.stderr
 
 
-DVC_FILES = ("dvc.yaml", "optional/dvc.yaml")  # the default pipeline, and the opt-in stages
+DVC_FILES = ("dvc.yaml", str(OPTIONAL))  # the default pipeline, and the opt-in stages
 
 
 def dvc_stages() -> dict[str, dict]:
