@@ -11,6 +11,8 @@ each between CUDA synchronisations. Each variant runs in a process of its own:
   any `--set key=value` overrides (e.g. `--set train.microbatch=64`);
 - `ours_warm`: the same again in a fresh process after `ours`, to show what a second stage process
   pays for compilation (the compile cache, where there is one, is shared);
+- `ours_peft_update`: as `ours` with the update through peft, one forward and backward per adapter
+  (the path before `agents/lora/written_update.py`), to compare in the same run;
 - `nf4`: as `ours` with `model.quantization=4bit` (bitsandbytes NF4 base, bf16 adapters);
 - `comlrl`: CoMLRL's `MAGRPOTrainer` (benchmarks/vs_comlrl.py's side) on the same card, dtype,
   problems, prompts, reward, G and tokens.
@@ -48,7 +50,7 @@ import vs_comlrl  # noqa: E402
 
 from orchestry.params import parse_params  # noqa: E402
 
-VARIANTS = ("ours", "ours_warm", "nf4", "comlrl")
+VARIANTS = ("ours", "ours_warm", "ours_peft_update", "nf4", "comlrl")
 
 
 class UtilSampler:
@@ -81,12 +83,20 @@ class UtilSampler:
         window = [u for t, u in self.samples if start <= t <= end]
         return statistics.fmean(window) / 100 if window else None
 
+    def mean_within(self, spans: list[tuple[float, float]], start: float, end: float):
+        """The mean over the samples inside `spans` (clipped to start..end), or None."""
+        window = [
+            u for t, u in self.samples if start <= t <= end and any(a <= t <= b for a, b in spans)
+        ]
+        return statistics.fmean(window) / 100 if window else None
+
     def stop(self) -> None:
         self.proc.terminate()
 
 
-def timed(fn, clock: list[float], sync):
-    """`fn` wrapped so that each call adds its wall time (between device syncs) to clock[-1]."""
+def timed(fn, clock: list[float], sync, spans: list[tuple[float, float]] | None = None):
+    """`fn` wrapped so that each call adds its wall time (between device syncs) to clock[-1] (and
+    its (start, end) to `spans`)."""
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         sync()
@@ -95,7 +105,10 @@ def timed(fn, clock: list[float], sync):
             return fn(*args, **kwargs)
         finally:
             sync()
-            clock[-1] += time.perf_counter() - start
+            end = time.perf_counter()
+            clock[-1] += end - start
+            if spans is not None:
+                spans.append((start, end))
 
     return wrapper
 
@@ -145,9 +158,12 @@ def run_ours(job: dict[str, Any]) -> dict[str, Any]:
         profiles["update_by_cpu"] = table.table(sort_by="self_cpu_time_total", row_limit=25)
         return result
 
-    policy.generate = timed(counted_generate, phases["generation"], sync)
-    env.score = timed(env.score, phases["sandbox"], sync)
-    train.update_agents = timed(update_profiled, phases["update"], sync)
+    if job["variant"] == "ours_peft_update":
+        policy.update_path = "peft"
+    spans: dict[str, list[tuple[float, float]]] = {name: [] for name in phases}
+    policy.generate = timed(counted_generate, phases["generation"], sync, spans["generation"])
+    env.score = timed(env.score, phases["sandbox"], sync, spans["sandbox"])
+    train.update_agents = timed(update_profiled, phases["update"], sync, spans["update"])
     if job["min_new_tokens"]:
         train.sampling_spec = lambda p: replace(
             sampling_spec(p), min_new_tokens=job["min_new_tokens"]
@@ -181,6 +197,18 @@ def run_ours(job: dict[str, Any]) -> dict[str, Any]:
         **{f"{name}_s": clock for name, clock in phases.items()},
         "new_tokens": tokens,
         "gpu_util": (sampler.mean(first, marks[-1] if last else end) if sampler else None),
+        # each step's own mean: a step whose sandbox waits on a timed-out program idles the GPU
+        "gpu_util_by_step": [
+            sampler.mean(a, b) if sampler else None
+            for a, b in zip(marks, [*marks[1:], end], strict=True)
+        ],
+        # nvidia-smi's figure is itself an average over its last sample period: phases blur a little
+        "gpu_util_by_phase": {
+            name: sampler.mean_within(spans[name], first, marks[-1] if last else end)
+            for name in phases
+        }
+        if sampler
+        else None,
         "peak_gpu_mb": torch.cuda.max_memory_allocated() / 2**20 if cuda else None,
         "peak_gpu_reserved_mb": torch.cuda.max_memory_reserved() / 2**20 if cuda else None,
     }
@@ -347,6 +375,7 @@ def write(report: dict[str, Any], out: Path) -> None:
     theirs = report["variants"].get("comlrl", {})
     nf4 = report["variants"].get("nf4", {})
     warm = report["variants"].get("ours_warm", {})
+    peft = report["variants"].get("ours_peft_update", {})
     steps_ours, steps_theirs = ours.get("step_seconds"), theirs.get("step_seconds")
     report.update(
         step_seconds=steps_ours,
@@ -362,6 +391,10 @@ def write(report: dict[str, Any], out: Path) -> None:
         mean_step_seconds=ours.get("mean_step_seconds"),
         comlrl_step_seconds=steps_theirs,
         ratio_vs_comlrl=steps_ours / steps_theirs if steps_ours and steps_theirs else None,
+        gpu_util_by_phase=ours.get("gpu_util_by_phase"),
+        peft_update_step_seconds=peft.get("step_seconds"),
+        peft_update_seconds=peft.get("update_seconds"),
+        peft_update_gpu_util=peft.get("gpu_util"),
         nf4_step_seconds=nf4.get("step_seconds"),
         nf4_peak_gpu_mb=nf4.get("peak_gpu_mb"),
     )

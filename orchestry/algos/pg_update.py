@@ -141,6 +141,9 @@ def update_agents(
     `ranks`: the data-parallel reduction when `rows` are this process's share of the step (None: this
     process holds all of them). Losses and stats are then the step's, over every rank's rows.
     """
+    mixed = getattr(policy, "mixes", None)
+    if not settings.shared_adapter and settings.kl_coef == 0 and mixed and mixed(list(rows)):
+        return _update_mixed(policy, opts, rows, settings, ranks)
     stats: dict[str, float] = {}
     for owner, opt in opts.optimizers.items():
         agents = list(rows) if settings.shared_adapter else [owner]
@@ -206,4 +209,71 @@ def update_agents(
         stats[f"grad_norm/{owner}"] = grad_norm
         if settings.kl_coef > 0:
             stats[f"kl/{owner}"] = float(kl_sum) / max(1, kl_rows)
+    return stats
+
+
+def _update_mixed(
+    policy: Any,
+    opts: Optimizers,
+    rows: dict[str, list[Row]],
+    settings: UpdateSettings,
+    ranks: StepReduction | None,
+) -> dict[str, float]:
+    """`update_agents` with every adapter's rows in the same passes (`policy.mixed_token_logprobs`:
+    the written-out forward on a GPU). Each adapter's loss is its own rows' share, as above; the
+    adapters' parameters are disjoint, so one backward of the sum gives each its own gradient."""
+    owners = list(opts.optimizers)
+    live = [
+        (agent, r) for agent in owners for r in rows.get(agent, []) if len(r[1]) and r[2] != 0.0
+    ]
+    counts = [len(rows.get(a, [])) for a in owners]
+    counts += [sum(a == o for a, _ in live) for o in owners]
+    if ranks is not None:  # every rank's rows (and live rows) of each adapter
+        counts = [round(v) for v in ranks.sum_values(counts)]
+    n_rows = dict(zip(owners, counts[: len(owners)], strict=True))
+    n_live = dict(zip(owners, counts[len(owners) :], strict=True))
+    for opt in opts.optimizers.values():
+        opt.zero_grad(set_to_none=True)
+    loss_sums: dict[str, torch.Tensor | float] = dict.fromkeys(owners, 0.0)
+    for i in range(0, len(live), settings.microbatch):
+        chunk = live[i : i + settings.microbatch]
+        agents = [a for a, _ in chunk]
+        tok_logp, mask = policy.mixed_token_logprobs(
+            agents, [r[0] for _, r in chunk], [r[1] for _, r in chunk]
+        )
+        adv = torch.tensor([r[2] for _, r in chunk], dtype=tok_logp.dtype, device=tok_logp.device)
+        total: torch.Tensor | float = 0.0
+        for owner in dict.fromkeys(agents):
+            idx = torch.tensor([k for k, a in enumerate(agents) if a == owner], device=adv.device)
+            share = len(idx) / max(1, n_rows[owner])
+            loss = (
+                policy_loss(
+                    adv[idx],
+                    tok_logp[idx].sum(-1),
+                    mask[idx].sum(-1),
+                    settings.logprob_reduction,
+                )
+                * share
+            )
+            loss_sums[owner] = loss_sums[owner] + loss.detach().double()
+            total = total + loss
+        total.backward()
+    stats: dict[str, float] = {}
+    values = [float(loss_sums[o]) for o in owners]
+    if ranks is not None:
+        values = ranks.sum_values(values)
+    for owner, loss_total in zip(owners, values, strict=True):
+        opt = opts.optimizers[owner]
+        params_list = list(opt.param_groups[0]["params"])
+        if ranks is not None and n_live[owner]:  # none live anywhere: every gradient stays None
+            ranks.sum_grads(params_list)
+        if not math.isfinite(loss_total):
+            raise TrainingFailed(f"non-finite loss for adapter {owner}: {loss_total}")
+        grad_norm = torch.nn.utils.clip_grad_norm_(params_list, settings.grad_clip).item()
+        if not math.isfinite(grad_norm):
+            raise TrainingFailed(f"non-finite gradient norm for adapter {owner}")
+        opt.step()
+        opts.schedulers[owner].step()
+        stats[f"loss/{owner}"] = loss_total
+        stats[f"grad_norm/{owner}"] = grad_norm
     return stats

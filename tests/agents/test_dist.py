@@ -20,10 +20,12 @@ AGENTS = ["aux", "main"]
 STEPS = 2  # the second step also checks that every rank's AdamW state moved alike
 
 
-def params():
+def params(path: str = "peft"):
     # micro-batches of 2 rows: each rank's chunks are the single process's chunks, so the summed
-    # gradient is c_A + c_B on both sides and only the all-reduce stands between them
-    return parse_params({"train": {"microbatch": 2, "warmup_steps": 0}})
+    # gradient is c_A + c_B on both sides and only the all-reduce stands between them. The
+    # written-out update (the GPU's, agents/lora/written_update.py) runs without checkpointing.
+    checkpointing = {"model": {"gradient_checkpointing": False}} if path == "written" else {}
+    return parse_params({"train": {"microbatch": 2, "warmup_steps": 0}, **checkpointing})
 
 
 def step_rows(policy: TeamPolicy) -> dict[str, list[Row]]:
@@ -47,16 +49,19 @@ def rank_share(rows: dict[str, list[Row]], rank: int) -> dict[str, list[Row]]:
     return {"aux": [], "main": rows["main"][2:]}  # no aux row: it must still join every collective
 
 
-def train_steps(rank_rows, ranks) -> tuple[dict[str, dict[str, torch.Tensor]], list[dict]]:
-    p = params()
+def train_steps(
+    rank_rows, ranks, path: str
+) -> tuple[dict[str, dict[str, torch.Tensor]], list[dict]]:
+    p = params(path)
     policy = make_policy(p)
+    policy.update_path = path
     opts = Optimizers.create(policy, AGENTS, False, optimizer_settings(p), total=STEPS)
     rows = rank_rows(step_rows(policy))
     stats = [update_agents(policy, opts, rows, update_settings(p), ranks) for _ in range(STEPS)]
     return {a: policy.adapter_state(a) for a in AGENTS}, stats
 
 
-def rank_main(rank: int, size: int, port: int, out: str) -> None:
+def rank_main(rank: int, size: int, port: int, out: str, path: str) -> None:
     """One gloo rank, placed by the environment torchrun would set."""
     os.environ.update(
         RANK=str(rank),
@@ -70,7 +75,7 @@ def rank_main(rank: int, size: int, port: int, out: str) -> None:
     world = start_world("cpu")
     try:
         assert (world.rank, world.size) == (rank, size)
-        adapters, stats = train_steps(lambda rows: rank_share(rows, rank), world)
+        adapters, stats = train_steps(lambda rows: rank_share(rows, rank), world, path)
         torch.save({"adapters": adapters, "stats": stats}, Path(out) / f"rank{rank}.pt")
     finally:
         end_world(world)
@@ -82,17 +87,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_two_gloo_ranks_step_like_one_process(tmp_path):
+@pytest.mark.parametrize("path", ["peft", "written"])
+def test_two_gloo_ranks_step_like_one_process(tmp_path, path):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as each rank: the same kernels, the same rounding
     try:
-        reference, ref_stats = train_steps(lambda rows: rows, None)
+        reference, ref_stats = train_steps(lambda rows: rows, None, path)
     finally:
         torch.set_num_threads(threads)
-    mp.spawn(rank_main, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
+    mp.spawn(rank_main, args=(2, free_port(), str(tmp_path), path), nprocs=2, join=True)
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
-    initial = params()
-    fresh = make_policy(initial)
+    fresh = make_policy(params(path))
     for agent in AGENTS:
         start = fresh.adapter_state(agent)
         assert any(not torch.equal(start[k], reference[agent][k]) for k in start), "no step taken"

@@ -89,18 +89,7 @@ class _Fused:
     ) -> None:
         lora = [isinstance(m, LoraLayer) and bool(m.lora_A) for m in modules]
         bases = [m.base_layer if is_lora else m for m, is_lora in zip(modules, lora, strict=True)]
-        self.weight = torch.cat([b.weight.detach() for b in bases], 0)
-        biases = [b.bias for b in bases]
-        self.bias = (
-            None
-            if all(b is None for b in biases)
-            else torch.cat(
-                [
-                    b.detach() if b is not None else base.weight.new_zeros(base.weight.shape[0])
-                    for b, base in zip(biases, bases, strict=True)
-                ]
-            )
-        )
+        self.weight, self.bias = frozen_concat(bases)
         self.modules = [m for m, is_lora in zip(modules, lora, strict=True) if is_lora]
         self.adapters = list(adapters)
         self.a: torch.Tensor | None = None
@@ -152,7 +141,19 @@ class _Fused:
         return y
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+def frozen_concat(bases: Sequence[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The linears' frozen weights stacked over outputs, and their biases (None if none has one)."""
+    weight = torch.cat([b.weight.detach() for b in bases], 0)
+    if all(b.bias is None for b in bases):
+        return weight, None
+    biases = [
+        b.bias.detach() if b.bias is not None else b.weight.new_zeros(b.weight.shape[0])
+        for b in bases
+    ]
+    return weight, torch.cat(biases)
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
     rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
     return x * cos + rotated * sin
@@ -222,7 +223,7 @@ class GraphDecoder:
             norm = layer.input_layernorm
             x = rms(h, (h.shape[-1],), norm.weight, norm.variance_epsilon)
             y = qkv(x).view(b, t, heads + 2 * kv, d)
-            qk = _rotate(y[:, :, : heads + kv], cos, sin)  # queries and keys turn together
+            qk = rotate(y[:, :, : heads + kv], cos, sin)  # queries and keys turn together
             q, k, v = qk[:, :, :heads], qk[:, :, heads:], y[:, :, heads + kv :]
             if columns is None:  # prefill: the first t columns
                 cache[0, :, :, :t] = k.transpose(1, 2)

@@ -36,6 +36,7 @@ from orchestry.agents.lora.base_model import ModelSpec, load_base_model
 from orchestry.agents.lora.generation import generate_group
 from orchestry.agents.lora.graph_decode import DecoderCache, supports
 from orchestry.agents.lora.kv_prefix import completion_logits
+from orchestry.agents.lora.written_update import mixed_token_logprobs, written_applies
 
 SHARED_ADAPTER = "shared"
 """Adapter name used by every agent when `shared_adapter=True`."""
@@ -77,6 +78,7 @@ class LoadedBase:
     adapters: list[str]
     stop_ids: set[int] = field(default_factory=set)
     decoders: DecoderCache = field(default_factory=DecoderCache)
+    written: dict = field(default_factory=dict)  # the update's written-out forward, once built
 
     @property
     def device(self) -> torch.device:
@@ -109,6 +111,7 @@ class TeamPolicy:
         self.lora = lora
         self.shared_adapter = shared_adapter
         self.seed = seed
+        self.update_path: str | None = None  # "written" | "peft"; None: written on a GPU (`mixes`)
         self._generate_calls = 0
         self._adapter = {a: SHARED_ADAPTER if shared_adapter else a for a in self.agents}
         self._bases: dict[ModelSpec, LoadedBase] = {}
@@ -279,6 +282,24 @@ class TeamPolicy:
         finally:
             base.model.eval()
         return token_logprobs, token_mask.to(token_logprobs.dtype)
+
+    def mixes(self, agents: Sequence[str]) -> bool:
+        """Whether `mixed_token_logprobs` serves these agents: one base, `written_applies`."""
+        base = self._base(agents[0])
+        same = all(self._base(a) is base for a in agents)
+        return same and written_applies(base.model, self.update_path)
+
+    def mixed_token_logprobs(
+        self, agents: Sequence[str], prompts: list[list[int]], completions: list[list[int]]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`token_logprobs` (grad=True) of rows of several agents in one pass, row i under
+        `agents[i]`'s adapter (`orchestry.agents.lora.written_update`)."""
+        base, adapters = self._base(agents[0]), [self._adapter[a] for a in agents]
+        pad = base.tokenizer.pad_token_id
+        with torch.enable_grad():
+            return mixed_token_logprobs(
+                base.model, base.written, adapters, pad, prompts, completions
+            )
 
     # ----------------------------------------------------------------------- checkpoints
 

@@ -1,0 +1,137 @@
+"""The update's written-out forward (`agents/lora/written_update.py`), on the CPU in float32: every
+adapter's rows in one pass give each row its own adapter's log-probs and each adapter the gradient
+of its own rows, as peft's per-adapter passes do, and the update built on it takes the same step."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+from conftest import lora, model_spec
+
+from orchestry.agents.lora.base_model import (
+    EMBEDDED_MODEL,
+    ModelSpec,
+    embedded_gguf_path,
+    load_gguf_model,
+    save_plain_model,
+)
+from orchestry.agents.lora.team import TeamPolicy
+from orchestry.algos.pg_update import Optimizers, OptimizerSettings, UpdateSettings, update_agents
+
+AGENTS = ("aux", "main")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory: pytest.TempPathFactory) -> ModelSpec:
+    cache = tmp_path_factory.mktemp("models")
+    save_plain_model(*load_gguf_model(embedded_gguf_path()), cache / EMBEDDED_MODEL)
+    return model_spec(cache_dir=str(cache))
+
+
+def team(spec: ModelSpec, path: str, targets: tuple[str, ...]) -> TeamPolicy:
+    """Adapters made non-trivial (LoRA B starts at zero), the same for every path."""
+    policy = TeamPolicy(
+        spec,
+        AGENTS,
+        lora(r=4, alpha=16, target_modules=targets),
+        seed=0,
+        gradient_checkpointing=False,
+    )
+    policy.update_path = path
+    for k, agent in enumerate(AGENTS):
+        generator = torch.Generator().manual_seed(k + 1)
+        with torch.no_grad():
+            for p in policy.trainable_parameters(agent):
+                p.add_(torch.randn(p.shape, generator=generator) * 0.05)
+    return policy
+
+
+def rows(policy: TeamPolicy) -> dict[str, list[tuple[list[int], list[int], float]]]:
+    """Prompts of different lengths, completions of different lengths; one row with A == 0."""
+    tok = policy.tokenizer("aux")
+    short = policy.prompt_ids("aux", [{"role": "user", "content": "Write aux(x)."}])
+    long = policy.prompt_ids(
+        "main", [{"role": "user", "content": "Write main(xs): the sum of aux(x) over a list xs."}]
+    )
+    code = [tok(t)["input_ids"] for t in ("def aux(x):\n    return x", "pass", "x = 1\ny = 2")]
+    return {
+        "aux": [(short, code[0], 1.0), (long, code[1], -0.5), (short, code[2], 0.0)],
+        "main": [(long, code[2], 0.75), (long, code[0], -1.25), (short, code[1], 0.5)],
+    }
+
+
+@pytest.mark.parametrize(
+    "targets", [("q_proj", "k_proj", "v_proj", "o_proj"), ("q_proj", "v_proj", "up_proj")]
+)
+def test_mixed_rows_get_their_own_adapters_logprobs_and_gradients(
+    spec: ModelSpec, targets: tuple[str, ...]
+) -> None:
+    """Projections without LoRA in a fused group (k of q/k/v, gate of gate/up) are covered by the
+    second set of targets."""
+    policy = team(spec, "written", targets)
+    assert policy.mixes(list(AGENTS))
+    data = rows(policy)
+    agents = [a for a in AGENTS for _ in data[a]]
+    prompts = [r[0] for a in AGENTS for r in data[a]]
+    completions = [r[1] for a in AGENTS for r in data[a]]
+    weights = torch.linspace(-1.0, 1.5, len(agents))
+    logp, mask = policy.mixed_token_logprobs(agents, prompts, completions)
+    (weights * logp.sum(-1)).sum().backward()
+    mixed = {a: [p.grad.clone() for p in policy.trainable_parameters(a)] for a in AGENTS}
+    for a in AGENTS:
+        for p in policy.trainable_parameters(a):
+            p.grad = None
+    for agent in AGENTS:  # peft's path, one adapter at a time
+        idx = [i for i, a in enumerate(agents) if a == agent]
+        ref, ref_mask = policy.token_logprobs(
+            agent, [prompts[i] for i in idx], [completions[i] for i in idx], grad=True
+        )
+        width = ref.shape[1]
+        torch.testing.assert_close(mask[idx][:, :width], ref_mask)
+        assert mask[idx][:, width:].sum() == 0
+        torch.testing.assert_close(logp[idx][:, :width].detach(), ref.detach(), atol=2e-4, rtol=0)
+        (weights[idx] * ref.sum(-1)).sum().backward()
+        params = policy.trainable_parameters(agent)
+        errors = [
+            ((m - p.grad).norm() / p.grad.norm()).item()
+            for m, p in zip(mixed[agent], params, strict=True)
+        ]
+        assert max(errors) < 1e-3, (agent, max(errors))
+        # a wrong routing (the other adapter's rows) would move the gradient by order 1
+        assert all(p.grad.abs().sum() > 0 for p in params)
+
+
+def test_the_mixed_update_takes_the_per_adapter_step(spec: ModelSpec) -> None:
+    targets = ("q_proj", "k_proj", "v_proj", "o_proj")
+    settings = UpdateSettings("token_mean", 0.0, 1.0, microbatch=4, shared_adapter=False)
+    optim = OptimizerSettings(lr=1e-3, weight_decay=0.0, schedule="constant", warmup_steps=0)
+    stats, states = {}, {}
+    for path in ("written", "peft"):
+        policy = team(spec, path, targets)
+        opts = Optimizers.create(policy, AGENTS, False, optim, total=2)
+        # micro-batches of 4 rows: the first holds both adapters' rows
+        stats[path] = update_agents(policy, opts, rows(policy), settings)
+        states[path] = {a: policy.adapter_state(a) for a in AGENTS}
+    for key, value in stats["peft"].items():
+        assert stats["written"][key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
+    diffs = torch.cat(
+        [
+            (states["written"][a][name] - value).abs().flatten()
+            for a in AGENTS
+            for name, value in states["peft"][a].items()
+        ]
+    )
+    # AdamW's first step moves each weight by lr * g / |g|: where g is ~0 rounding can tip it, so
+    # a few weights may differ by up to 2 lr; the rest agree to rounding
+    assert diffs.max() <= 2 * optim.lr
+    assert (diffs > 1e-6).float().mean() < 0.01
