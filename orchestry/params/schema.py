@@ -222,7 +222,8 @@ class TrainParams(Section):
         "auto",
         description="Rows per forward/backward pass in the update (memory vs. speed; the "
         "step's gradient is the same for any value up to float rounding). `auto` = 8 on a CPU, "
-        "64 on a GPU (H100, embedded model: update 0.9 s at 64 against 4.5 s at 8).",
+        "64 on a GPU (H100, embedded model: update 0.9 s at 64 against 4.5 s at 8). On a GPU every "
+        "adapter's rows share the passes, each pass at most 512 padded tokens a row.",
     )
     checkpoint_every: int = Field(
         5, ge=1, description="Steps between checkpoints (a killed run resumes from the last one)."

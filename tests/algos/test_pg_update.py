@@ -70,3 +70,19 @@ def test_microbatch_and_sandbox_workers_auto():
     assert parse_params({"sandbox": {"workers": 3}}).sandbox.worker_count() == 3
     with pytest.raises(Exception, match="microbatch"):
         parse_params({"train": {"microbatch": 0}})
+
+
+def test_mixed_passes_keep_order_and_cap_rows_and_padded_tokens():
+    from orchestry.algos.pg_update import MIXED_TOKENS_PER_ROW, _chunks
+
+    short = [("a", ([1] * 100, [2] * 50, 1.0)) for _ in range(5)]
+    long = [("b", ([1] * 1500, [2] * 100, -1.0)) for _ in range(3)]
+    live = short[:3] + long + short[3:]
+    chunks = _chunks(live, microbatch=2)
+    assert [x for c in chunks for x in c] == live  # every row once, in order
+    assert all(len(c) <= 2 for c in chunks)
+    for c in chunks:  # the pass pads to the longest prompt plus the longest completion
+        width = max(len(r[0]) for _, r in c) + max(len(r[1]) for _, r in c)
+        assert len(c) == 1 or len(c) * width <= 2 * MIXED_TOKENS_PER_ROW
+    # the long rows (1600 tokens > 1024) go one per pass; the short ones two per pass
+    assert [len(c) for c in chunks] == [2, 1, 1, 1, 1, 2]
