@@ -213,25 +213,27 @@ def update_agents(
 
 
 MIXED_TOKENS_PER_ROW = 512
-"""The mixed update's passes hold at most microbatch x this many (padded) tokens: its rows run whole,
-without the shared prompt prefix of peft's path, and long prompts (multi-turn histories) would
-otherwise hold more activations than that path (68 against 53 GB at 2 turns on an H100)."""
+"""The mixed update's passes hold at most microbatch x this many padded tokens (each distinct prompt
+once, padded to the longest, plus every completion, padded to the longest), so a pass of long
+prompts (multi-turn histories) holds no more activations than a pass of short ones."""
 
 
 def _chunks(live: list[tuple[str, Row]], microbatch: int) -> list[list[tuple[str, Row]]]:
-    """`live` in order, cut into passes of at most `microbatch` rows and, padded as the pass pads
-    them (the longest prompt plus the longest completion), `MIXED_TOKENS_PER_ROW` x that tokens."""
+    """`live` in order, cut into passes of at most `microbatch` rows and at most
+    `MIXED_TOKENS_PER_ROW` x `microbatch` padded tokens, counted as the pass lays them out."""
     cap = microbatch * MIXED_TOKENS_PER_ROW
+
+    def tokens(chunk: list[tuple[str, Row]]) -> int:
+        prompts = {(a, tuple(r[0])) for a, r in chunk}
+        width_p = max(len(p) for _, p in prompts)
+        return len(prompts) * width_p + len(chunk) * max(len(r[1]) for _, r in chunk)
+
     chunks: list[list[tuple[str, Row]]] = []
-    width_p = width_c = 0
     for item in live:
-        p, c = max(width_p, len(item[1][0])), max(width_c, len(item[1][1]))
-        if chunks and len(chunks[-1]) < microbatch and (len(chunks[-1]) + 1) * (p + c) <= cap:
+        if chunks and len(chunks[-1]) < microbatch and tokens([*chunks[-1], item]) <= cap:
             chunks[-1].append(item)
-            width_p, width_c = p, c
         else:
             chunks.append([item])
-            width_p, width_c = len(item[1][0]), len(item[1][1])
     return chunks
 
 

@@ -73,16 +73,16 @@ def test_microbatch_and_sandbox_workers_auto():
 
 
 def test_mixed_passes_keep_order_and_cap_rows_and_padded_tokens():
-    from orchestry.algos.pg_update import MIXED_TOKENS_PER_ROW, _chunks
+    from orchestry.algos.pg_update import _chunks
 
     short = [("a", ([1] * 100, [2] * 50, 1.0)) for _ in range(5)]
-    long = [("b", ([1] * 1500, [2] * 100, -1.0)) for _ in range(3)]
-    live = short[:3] + long + short[3:]
+    long = [("b", ([k] * 1500, [2] * 100, -1.0)) for k in range(3)]  # three distinct prompts
+    same = [("b", ([7] * 1500, [2] * 100, 0.5)) for _ in range(2)]  # one prompt, shared
+    live = short[:3] + long + short[3:] + same
     chunks = _chunks(live, microbatch=2)
     assert [x for c in chunks for x in c] == live  # every row once, in order
     assert all(len(c) <= 2 for c in chunks)
-    for c in chunks:  # the pass pads to the longest prompt plus the longest completion
-        width = max(len(r[0]) for _, r in c) + max(len(r[1]) for _, r in c)
-        assert len(c) == 1 or len(c) * width <= 2 * MIXED_TOKENS_PER_ROW
-    # the long rows (1600 tokens > 1024) go one per pass; the short ones two per pass
-    assert [len(c) for c in chunks] == [2, 1, 1, 1, 1, 2]
+    # a pass pads each distinct prompt to the longest, and every completion to the longest
+    # (cap 1024): two short rows share one prompt (100 + 2 x 50); distinct long prompts go one per
+    # pass (2 x 1500 + 2 x 100 > 1024), and so does a long prompt shared by two rows (1700)
+    assert [len(c) for c in chunks] == [2, 1, 1, 1, 1, 2, 1, 1]

@@ -64,9 +64,9 @@ class _Group:
         self.outs = [b.weight.shape[0] for b in bases]
 
     def stack(
-        self, adapters: Sequence[str], row_adapter: torch.Tensor
+        self, adapters: Sequence[str], token_adapter: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
-        """(A [ranks, in], B [out, ranks], mask [rows, 1, ranks]) over the adapters, or None."""
+        """(A [ranks, in], B [out, ranks], mask [tokens, ranks]) over the adapters, or None."""
         if all(m is None for m in self.lora):
             return None
         a_parts, b_parts, owner, scale = [], [], [], []
@@ -84,8 +84,8 @@ class _Group:
         b = torch.block_diag(*b_parts)
         owner_t = torch.tensor(owner, device=a.device)
         scale_t = torch.tensor(scale, device=a.device, dtype=a.dtype)
-        mask = torch.where(row_adapter[:, None] == owner_t[None, :], scale_t[None, :], 0.0)
-        return a, b, mask[:, None, :]
+        mask = torch.where(token_adapter[:, None] == owner_t[None, :], scale_t[None, :], 0.0)
+        return a, b, mask
 
     def __call__(
         self,
@@ -93,7 +93,7 @@ class _Group:
         lora: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None,
         residual: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """x: [rows, tokens, in] -> [rows, tokens, out] (+ residual)."""
+        """x: [tokens, in] -> [tokens, out] (+ residual)."""
         y = torch.nn.functional.linear(x, self.weight, self.bias)
         if residual is not None:
             y = y + residual
@@ -141,58 +141,108 @@ class WrittenForward:
         pad: int,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-token log-probs [B, Wc] (float32) of each completion given its prompt, row i through
-        adapter `adapters[row_adapter[i]]`, and the completions' token mask (float32)."""
+        adapter `adapters[row_adapter[i]]`, and the completions' token mask (float32).
+
+        Rows with the same prompt and adapter (the G samples of a group) share one pass over the
+        prompt: its keys and values are gathered for each row's completion, so the gradient reaches
+        the adapter through the prompt too, as in `kv_prefix.completion_logits`."""
         device = self.embed.weight.device
-        width_p = max(map(len, prompts))
-        prompt_ids, prompt_real = pad_rows(list(prompts), width_p, pad, device)
+        keys = [(tuple(p), a) for p, a in zip(prompts, row_adapter, strict=True)]
+        unique = list(dict.fromkeys(keys))
+        group = torch.tensor([unique.index(k) for k in keys], device=device)
+        width_p = max(len(p) for p, _ in unique)
+        pre_ids, pre_real = pad_rows([list(p) for p, _ in unique], width_p, pad, device)
         width_c = max(map(len, completions))
         comp_ids, comp_real = pad_rows(list(completions), width_c, pad, device, side="right")
-        ids = torch.cat([prompt_ids, comp_ids], 1)
-        real = torch.cat([prompt_real, comp_real], 1).bool()
-        row_index = torch.tensor(list(row_adapter), device=device)
-        hidden = self._forward(ids, real, list(adapters), row_index)
-        # column width_p - 1 + j predicts completion token j
-        kept = hidden[:, width_p - 1 : width_p - 1 + width_c]
+        parts = _Parts(pre_real.bool(), comp_real.bool(), group)
+        token_adapter = torch.cat(
+            [
+                torch.tensor([a for _, a in unique], device=device).repeat_interleave(width_p),
+                torch.tensor(list(row_adapter), device=device).repeat_interleave(width_c),
+            ]
+        )
+        h_pre, h_comp = self._forward(pre_ids, comp_ids, parts, list(adapters), token_adapter)
+        # completion token 0 is predicted by its prompt's last column, token j by completion j - 1
+        kept = torch.cat([h_pre[group, -1:], h_comp[:, :-1]], 1)
         logits = self.head(kept).float()
         chosen = logits.gather(-1, comp_ids.unsqueeze(-1)).squeeze(-1)
         mask = comp_real.to(logits.dtype)
         return (chosen - torch.logsumexp(logits, dim=-1)) * mask, mask
 
     def _forward(
-        self, ids: torch.Tensor, real: torch.Tensor, adapters: list[str], row_adapter: torch.Tensor
-    ) -> torch.Tensor:
-        """The final-norm hidden states [B, T, hidden] of left-padded rows (`real`: not padding)."""
-        b, t = ids.shape
+        self,
+        pre_ids: torch.Tensor,
+        comp_ids: torch.Tensor,
+        parts: _Parts,
+        adapters: list[str],
+        token_adapter: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Final-norm hidden states of the prompts [U, Wp, hidden] (left-padded) and of the
+        completions [B, Wc, hidden] (right-padded), every token of both in one flat batch except
+        in attention."""
+        (u, wp), (b, wc) = pre_ids.shape, comp_ids.shape
         heads, kv, d = self.heads, self.kv_heads, self.head_dim
-        h = self.embed(ids)
-        positions = (real.long().cumsum(-1) - 1).clamp_(min=0)
-        cos, sin = self.rotary(h, positions)  # [b, t, d]
-        cos, sin = cos[:, :, None], sin[:, :, None]
-        causal = torch.ones((t, t), dtype=torch.bool, device=ids.device).tril()
-        # a padding query sees itself too, so no row of the attention is empty (NaN)
-        eye = torch.eye(t, dtype=torch.bool, device=ids.device)
-        mask = ((causal[None] & real[:, None, :]) | eye)[:, None]
+        h = self.embed(torch.cat([pre_ids.reshape(-1), comp_ids.reshape(-1)]))
+        cos_p, sin_p = self.rotary(h, parts.pre_positions)
+        cos_c, sin_c = self.rotary(h, parts.comp_positions)
         rms = torch.nn.functional.rms_norm
+        split = u * wp
         for layer, (qkv, o, gate_up, down), act, scaling in self.layers:
             norm = layer.input_layernorm
             x = rms(h, (h.shape[-1],), norm.weight, norm.variance_epsilon)
-            y = qkv(x, qkv.stack(adapters, row_adapter)).view(b, t, heads + 2 * kv, d)
-            qk = rotate(y[:, :, : heads + kv], cos, sin)  # queries and keys turn together
-            q, k, v = qk[:, :, :heads], qk[:, :, heads:], y[:, :, heads + kv :]
-            group = heads // kv
-            att = torch.nn.functional.scaled_dot_product_attention(
-                q.transpose(1, 2),
-                k.transpose(1, 2).repeat_interleave(group, 1),
-                v.transpose(1, 2).repeat_interleave(group, 1),
-                attn_mask=mask,
-                scale=scaling,
-            ).transpose(1, 2)
-            h = o(att.reshape(b, t, heads * d), o.stack(adapters, row_adapter), residual=h)
+            y = qkv(x, qkv.stack(adapters, token_adapter))
+            y_p = y[:split].view(u, wp, heads + 2 * kv, d)
+            y_c = y[split:].view(b, wc, heads + 2 * kv, d)
+            qk_p = rotate(y_p[:, :, : heads + kv], cos_p[:, :, None], sin_p[:, :, None])
+            qk_c = rotate(y_c[:, :, : heads + kv], cos_c[:, :, None], sin_c[:, :, None])
+            k_p, v_p = qk_p[:, :, heads:], y_p[:, :, heads + kv :]
+            k_c = torch.cat([k_p[parts.group], qk_c[:, :, heads:]], 1)
+            v_c = torch.cat([v_p[parts.group], y_c[:, :, heads + kv :]], 1)
+            att_p = _attend(qk_p[:, :, :heads], k_p, v_p, parts.pre_mask, scaling)
+            att_c = _attend(qk_c[:, :, :heads], k_c, v_c, parts.comp_mask, scaling)
+            att = torch.cat([att_p.reshape(split, -1), att_c.reshape(b * wc, -1)])
+            h = o(att, o.stack(adapters, token_adapter), residual=h)
             norm = layer.post_attention_layernorm
             x = rms(h, (h.shape[-1],), norm.weight, norm.variance_epsilon)
-            gate, up = gate_up(x, gate_up.stack(adapters, row_adapter)).chunk(2, dim=-1)
-            h = down(act(gate) * up, down.stack(adapters, row_adapter), residual=h)
-        return rms(h, (h.shape[-1],), self.norm.weight, self.norm.variance_epsilon)
+            gate, up = gate_up(x, gate_up.stack(adapters, token_adapter)).chunk(2, dim=-1)
+            h = down(act(gate) * up, down.stack(adapters, token_adapter), residual=h)
+        h = rms(h, (h.shape[-1],), self.norm.weight, self.norm.variance_epsilon)
+        return h[:split].view(u, wp, -1), h[split:].view(b, wc, -1)
+
+
+def _attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scaling: float
+) -> torch.Tensor:
+    """Attention of q [n, tq, heads, d] over k, v [n, tk, kv heads, d] -> [n, tq, heads, d]."""
+    group = q.shape[2] // k.shape[2]
+    return torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(1, 2),
+        k.transpose(1, 2).repeat_interleave(group, 1),
+        v.transpose(1, 2).repeat_interleave(group, 1),
+        attn_mask=mask,
+        scale=scaling,
+    ).transpose(1, 2)
+
+
+class _Parts:
+    """Positions and attention masks of the prompts (left-padded) and the completions (right-padded,
+    each after its prompt, `group[i]`). A padding query also sees itself, so no row is empty (NaN)."""
+
+    def __init__(self, pre_real: torch.Tensor, comp_real: torch.Tensor, group: torch.Tensor):
+        wp, (b, wc) = pre_real.shape[1], comp_real.shape
+        device = pre_real.device
+        self.group = group
+        self.pre_positions = (pre_real.long().cumsum(-1) - 1).clamp_(min=0)
+        length = pre_real.sum(-1)[group]
+        self.comp_positions = length[:, None] + torch.arange(wc, device=device)[None, :]
+        eye_p = torch.eye(wp, dtype=torch.bool, device=device)
+        causal_p = torch.ones((wp, wp), dtype=torch.bool, device=device).tril()
+        self.pre_mask = ((causal_p[None] & pre_real[:, None, :]) | eye_p)[:, None]
+        eye_c = torch.eye(wc, dtype=torch.bool, device=device)
+        causal_c = torch.ones((wc, wc), dtype=torch.bool, device=device).tril()
+        own = (causal_c[None] & comp_real[:, None, :]) | eye_c
+        prompt = pre_real[group][:, None, :].expand(b, wc, wp)
+        self.comp_mask = torch.cat([prompt, own], -1)[:, None]
 
 
 def mixed_token_logprobs(
