@@ -197,16 +197,7 @@ def update_agents(
             loss_sum, kl_sum, kl_rows = ranks.sum_values([float(loss_sum), float(kl_sum), kl_rows])
             if n_live:  # with no live row anywhere no rank has a gradient: leave them all None
                 ranks.sum_grads(params_list)
-        loss_total = float(loss_sum)
-        if not math.isfinite(loss_total):
-            raise TrainingFailed(f"non-finite loss for adapter {owner}: {loss_total}")
-        grad_norm = torch.nn.utils.clip_grad_norm_(params_list, settings.grad_clip).item()
-        if not math.isfinite(grad_norm):
-            raise TrainingFailed(f"non-finite gradient norm for adapter {owner}")
-        opt.step()
-        opts.schedulers[owner].step()
-        stats[f"loss/{owner}"] = loss_total
-        stats[f"grad_norm/{owner}"] = grad_norm
+        _step(opts, owner, params_list, float(loss_sum), settings.grad_clip, stats)
         if settings.kl_coef > 0:
             stats[f"kl/{owner}"] = float(kl_sum) / max(1, kl_rows)
     return stats
@@ -287,17 +278,29 @@ def _update_mixed(
     if ranks is not None:
         values = ranks.sum_values(values)
     for owner, loss_total in zip(owners, values, strict=True):
-        opt = opts.optimizers[owner]
-        params_list = list(opt.param_groups[0]["params"])
+        params_list = list(opts.optimizers[owner].param_groups[0]["params"])
         if ranks is not None and n_live[owner]:  # none live anywhere: every gradient stays None
             ranks.sum_grads(params_list)
-        if not math.isfinite(loss_total):
-            raise TrainingFailed(f"non-finite loss for adapter {owner}: {loss_total}")
-        grad_norm = torch.nn.utils.clip_grad_norm_(params_list, settings.grad_clip).item()
-        if not math.isfinite(grad_norm):
-            raise TrainingFailed(f"non-finite gradient norm for adapter {owner}")
-        opt.step()
-        opts.schedulers[owner].step()
-        stats[f"loss/{owner}"] = loss_total
-        stats[f"grad_norm/{owner}"] = grad_norm
+        _step(opts, owner, params_list, loss_total, settings.grad_clip, stats)
     return stats
+
+
+def _step(
+    opts: Optimizers,
+    owner: str,
+    params: list[torch.nn.Parameter],
+    loss_total: float,
+    grad_clip: float,
+    stats: dict[str, float],
+) -> None:
+    """Check the step's loss and gradient are finite, clip, step the adapter and its schedule, and
+    record the loss and the gradient norm in `stats`."""
+    if not math.isfinite(loss_total):
+        raise TrainingFailed(f"non-finite loss for adapter {owner}: {loss_total}")
+    grad_norm = torch.nn.utils.clip_grad_norm_(params, grad_clip).item()
+    if not math.isfinite(grad_norm):
+        raise TrainingFailed(f"non-finite gradient norm for adapter {owner}")
+    opts.optimizers[owner].step()
+    opts.schedulers[owner].step()
+    stats[f"loss/{owner}"] = loss_total
+    stats[f"grad_norm/{owner}"] = grad_norm
