@@ -141,8 +141,11 @@ def update_agents(
     `ranks`: the data-parallel reduction when `rows` are this process's share of the step (None: this
     process holds all of them). Losses and stats are then the step's, over every rank's rows.
     """
+    # decided on the adapters, not on this process's rows: a rank may hold none, and every rank must
+    # take the same path (the same collectives)
     mixed = getattr(policy, "mixes", None)
-    if not settings.shared_adapter and settings.kl_coef == 0 and mixed and mixed(list(rows)):
+    owners = list(opts.optimizers)
+    if not settings.shared_adapter and settings.kl_coef == 0 and mixed and mixed(owners):
         return _update_mixed(policy, opts, rows, settings, ranks)
     stats: dict[str, float] = {}
     for owner, opt in opts.optimizers.items():

@@ -135,3 +135,18 @@ def test_the_mixed_update_takes_the_per_adapter_step(spec: ModelSpec) -> None:
     # a few weights may differ by up to 2 lr; the rest agree to rounding
     assert diffs.max() <= 2 * optim.lr
     assert (diffs > 1e-6).float().mean() < 0.01
+
+
+@pytest.mark.parametrize("path", ["written", "peft"])
+def test_a_process_without_rows_takes_no_step(spec: ModelSpec, path: str) -> None:
+    """A data-parallel rank may hold no row of a step (CI found the path choice failing on one)."""
+    policy = team(spec, path, ("q_proj", "v_proj"))
+    optim = OptimizerSettings(lr=1e-3, weight_decay=0.0, schedule="constant", warmup_steps=0)
+    opts = Optimizers.create(policy, AGENTS, False, optim, total=1)
+    before = {a: policy.adapter_state(a) for a in AGENTS}
+    settings = UpdateSettings("token_mean", 0.0, 1.0, microbatch=4, shared_adapter=False)
+    stats = update_agents(policy, opts, {}, settings)
+    assert stats == {f"{k}/{a}": 0.0 for a in AGENTS for k in ("loss", "grad_norm")}
+    for a in AGENTS:
+        after = policy.adapter_state(a)
+        assert all(torch.equal(after[k], v) for k, v in before[a].items())

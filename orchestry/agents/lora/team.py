@@ -285,9 +285,9 @@ class TeamPolicy:
 
     def mixes(self, agents: Sequence[str]) -> bool:
         """Whether `mixed_token_logprobs` serves these agents: one base, `written_applies`."""
-        base = self._base(agents[0])
-        same = all(self._base(a) is base for a in agents)
-        return same and written_applies(base.model, self.update_path)
+        bases = {id(self._base(a)): self._base(a) for a in agents}
+        base = next(iter(bases.values()), None)
+        return len(bases) == 1 and written_applies(base.model, self.update_path)
 
     def mixed_token_logprobs(
         self, agents: Sequence[str], prompts: list[list[int]], completions: list[list[int]]
