@@ -13,6 +13,8 @@ each between CUDA synchronisations. Each variant runs in a process of its own:
   pays for compilation (the compile cache, where there is one, is shared);
 - `ours_peft_update`: as `ours` with the update through peft, one forward and backward per adapter
   (the path before `agents/lora/written_update.py`), to compare in the same run;
+- `ours_ahead1`, `ours_ahead2`: as `ours` with `train.rollouts_ahead` 1 and 2 (the next steps
+  generated while the sandbox scores on a worker thread; `algos/rollout_queue.py`);
 - `nf4`: as `ours` with `model.quantization=4bit` (bitsandbytes NF4 base, bf16 adapters);
 - `comlrl`: CoMLRL's `MAGRPOTrainer` (benchmarks/vs_comlrl.py's side) on the same card, dtype,
   problems, prompts, reward, G and tokens.
@@ -50,7 +52,8 @@ import vs_comlrl  # noqa: E402
 
 from orchestry.params import parse_params  # noqa: E402
 
-VARIANTS = ("ours", "ours_warm", "ours_peft_update", "nf4", "comlrl")
+VARIANTS = ("ours", "ours_warm", "ours_peft_update", "ours_ahead1", "ours_ahead2", "nf4", "comlrl")
+AHEAD = {"ours_ahead1": 1, "ours_ahead2": 2}
 
 
 class UtilSampler:
@@ -94,19 +97,26 @@ class UtilSampler:
         self.proc.terminate()
 
 
-def timed(fn, clock: list[float], sync, spans: list[tuple[float, float]] | None = None):
-    """`fn` wrapped so that each call adds its wall time (between device syncs) to clock[-1] (and
-    its (start, end) to `spans`)."""
+def timed(
+    fn,
+    clock: list[float],
+    sync,
+    spans: list[tuple[float, float]] | None = None,
+    step=lambda: -1,
+):
+    """`fn` wrapped so that each call adds its wall time (between device syncs) to clock[step()]
+    (the last step's entry unless told) and its (start, end) to `spans`."""
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         sync()
+        index = step()
         start = time.perf_counter()
         try:
             return fn(*args, **kwargs)
         finally:
             sync()
             end = time.perf_counter()
-            clock[-1] += end - start
+            clock[index] += end - start
             if spans is not None:
                 spans.append((start, end))
 
@@ -162,22 +172,40 @@ def run_ours(job: dict[str, Any]) -> dict[str, Any]:
         policy.update_path = "peft"
     spans: dict[str, list[tuple[float, float]]] = {name: [] for name in phases}
     policy.generate = timed(counted_generate, phases["generation"], sync, spans["generation"])
-    env.score = timed(env.score, phases["sandbox"], sync, spans["sandbox"])
+    # the sandbox runs no GPU work and, with rollouts ahead, on a worker thread while a later
+    # step generates: no sync, and its time goes to the step whose rollout it scores
+    scoring = threading.local()
+    env.score = timed(
+        env.score,
+        phases["sandbox"],
+        lambda: None,
+        spans["sandbox"],
+        lambda: getattr(scoring, "step", -1),
+    )
     train.update_agents = timed(update_profiled, phases["update"], sync, spans["update"])
     if job["min_new_tokens"]:
         train.sampling_spec = lambda p: replace(
             sampling_spec(p), min_new_tokens=job["min_new_tokens"]
         )
     marks: list[float] = []
-    original_rollout = train.rollout
+    original_start = train.start_rollout
 
-    def rollout(*args: Any, **kwargs: Any) -> Any:  # a new step begins
+    def start_rollout(*args: Any, **kwargs: Any) -> Any:  # a new step's generation begins
         for clock in (*phases.values(), tokens):
             clock.append(0.0 if clock is not tokens else 0)
         marks.append(time.perf_counter())
-        return original_rollout(*args, **kwargs)
+        index = len(marks) - 1
+        started = original_start(*args, **kwargs)
+        finish = started.finish
 
-    train.rollout = rollout
+        def finish_of_step() -> Any:
+            scoring.step = index
+            return finish()
+
+        started.finish = finish_of_step
+        return started
+
+    train.start_rollout = start_rollout
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     sampler = UtilSampler() if cuda else None
@@ -191,12 +219,15 @@ def run_ours(job: dict[str, Any]) -> dict[str, Any]:
     steps = [h["step_seconds"] for h in history]
     last = -1 if job.get("profile") and len(steps) > WARMUP_STEPS + 1 else None
     first = marks[min(WARMUP_STEPS, len(marks) - 1)]
+    # the steady window ends where the last step's generation begins when that step is profiled
+    # or, with rollouts ahead, when the steps after it only update (their generation came before)
+    stop = marks[-1] if last or params.train.rollouts_ahead else end
     out = {
         "setup_s": setup_s,
         "step_s": steps,
         **{f"{name}_s": clock for name, clock in phases.items()},
         "new_tokens": tokens,
-        "gpu_util": (sampler.mean(first, marks[-1] if last else end) if sampler else None),
+        "gpu_util": sampler.mean(first, stop) if sampler else None,
         # each step's own mean: a step whose sandbox waits on a timed-out program idles the GPU
         "gpu_util_by_step": [
             sampler.mean(a, b) if sampler else None
@@ -204,8 +235,7 @@ def run_ours(job: dict[str, Any]) -> dict[str, Any]:
         ],
         # nvidia-smi's figure is itself an average over its last sample period: phases blur a little
         "gpu_util_by_phase": {
-            name: sampler.mean_within(spans[name], first, marks[-1] if last else end)
-            for name in phases
+            name: sampler.mean_within(spans[name], first, stop) for name in phases
         }
         if sampler
         else None,
@@ -213,6 +243,8 @@ def run_ours(job: dict[str, Any]) -> dict[str, Any]:
         "peak_gpu_reserved_mb": torch.cuda.max_memory_reserved() / 2**20 if cuda else None,
     }
     out["profiled_last_step"] = bool(last)
+    # with rollouts ahead the last steps only update: their rollouts were generated before
+    out["ahead_tail_steps"] = params.train.rollouts_ahead
     out.update(profiles)
     return summarize_ours(out)
 
@@ -226,7 +258,8 @@ def summarize_ours(out: dict[str, Any]) -> dict[str, Any]:
     """Medians over the steady steps (after the warm-up, without a profiled last step)."""
     steps = out["step_s"]
     warm = WARMUP_STEPS if len(steps) > WARMUP_STEPS else min(1, len(steps) - 1)
-    end = -1 if out.get("profiled_last_step") and len(steps) - warm > 1 else None
+    tail = out.get("ahead_tail_steps", 0) + bool(out.get("profiled_last_step"))
+    end = -tail if tail and len(steps) - warm > tail else None
     steady = slice(warm, end)
     out["steady_steps"] = len(steps[steady])
     out["step_seconds"] = statistics.median(steps[steady])
@@ -259,6 +292,8 @@ def run_comlrl(job: dict[str, Any]) -> dict[str, Any]:
 
 def variant_params(base: dict[str, Any], variant: str) -> dict[str, Any]:
     data = json.loads(json.dumps(base))
+    if variant in AHEAD:
+        data["train"]["rollouts_ahead"] = AHEAD[variant]
     if variant == "nf4":
         data["model"]["quantization"] = "4bit"
     return data
@@ -395,6 +430,11 @@ def write(report: dict[str, Any], out: Path) -> None:
         peft_update_step_seconds=peft.get("step_seconds"),
         peft_update_seconds=peft.get("update_seconds"),
         peft_update_gpu_util=peft.get("gpu_util"),
+        **{
+            f"ahead{k}_{key}": report["variants"].get(f"ours_ahead{k}", {}).get(key)
+            for k in (1, 2)
+            for key in ("step_seconds", "mean_step_seconds", "gpu_util", "gpu_util_by_step")
+        },
         nf4_step_seconds=nf4.get("step_seconds"),
         nf4_peak_gpu_mb=nf4.get("peak_gpu_mb"),
     )

@@ -67,14 +67,14 @@ def time_phases(train: Any, policy: Any, env: Any, sync: Any) -> dict[str, list[
     policy.generate = timed(policy.generate, phases["generation"], sync)
     env.score = timed(env.score, phases["sandbox"], sync)
     train.update_agents = timed(train.update_agents, phases["update"], sync)
-    rollout = train.rollout
+    start_rollout = train.start_rollout
 
     def new_step(*args: Any, **kwargs: Any) -> Any:
         for clock in phases.values():
             clock.append(0.0)
-        return rollout(*args, **kwargs)
+        return start_rollout(*args, **kwargs)
 
-    train.rollout = new_step
+    train.start_rollout = new_step
     return phases
 
 

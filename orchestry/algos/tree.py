@@ -130,26 +130,90 @@ def rollout(
     judge: JudgeFn | None = None,
 ) -> Rollout:
     """Expand the joint-action tree of every task for `settings.turns` turns and compute returns."""
+    return start_rollout(policy, env, tasks, sampling, settings, expert, judge).finish()
+
+
+def start_rollout(
+    policy: Generator,
+    env: Env,
+    tasks: Sequence[Any],
+    sampling: SamplingSpec,
+    settings: RolloutSettings,
+    expert: ExpertFn | None = None,
+    judge: JudgeFn | None = None,
+) -> StartedRollout:
+    """The first turn generated; `finish()` scores it and expands the later turns.
+
+    With one turn, `finish` calls no model: it may run on another thread while the model
+    generates (the train loop's rollouts ahead, `algos/rollout_queue.py`)."""
     if settings.expert_feedback and settings.turns > 1 and expert is None:
         raise ValueError("feedback mode expert_edits needs the Claude expert (anthropic section)")
-    g = settings.group_size
+    started = StartedRollout(policy, env, sampling, settings, expert, judge)
     agents = env.roles.agents
-    frontier = [_Frontier(t, None, {a: () for a in agents}) for t in tasks]
-    roots: list[JointNode] = []
-    nodes: list[JointNode] = []
-    groups: list[AgentGroup] = []
-    gen_seconds, new_tokens = 0.0, 0
-    for turn in range(1, settings.turns + 1):
-        if not frontier:
-            break
-        if getattr(env, "sequential", False):
-            per_task, seconds, tokens = _sample_in_order(policy, env, frontier, sampling, settings)
+    if tasks:
+        started.generate([_Frontier(t, None, {a: () for a in agents}) for t in tasks])
+    return started
+
+
+class StartedRollout:
+    """A joint-action tree being built: turn by turn, generated (`generate`), then scored."""
+
+    def __init__(
+        self,
+        policy: Generator,
+        env: Env,
+        sampling: SamplingSpec,
+        settings: RolloutSettings,
+        expert: ExpertFn | None,
+        judge: JudgeFn | None,
+    ) -> None:
+        self.policy, self.env, self.sampling, self.settings = policy, env, sampling, settings
+        self.expert, self.judge = expert, judge
+        self.roots: list[JointNode] = []
+        self.nodes: list[JointNode] = []
+        self.groups: list[AgentGroup] = []
+        self.gen_seconds, self.new_tokens, self.turn = 0.0, 0, 0
+        self._frontier: list[_Frontier] = []
+        self._sampled: list[dict[str, list[Sample]]] = []
+
+    def generate(self, frontier: list[_Frontier]) -> None:
+        """Sample the next turn's actions at every frontier node."""
+        self.turn += 1
+        if getattr(self.env, "sequential", False):
+            per_task, seconds, tokens = _sample_in_order(
+                self.policy, self.env, frontier, self.sampling, self.settings
+            )
         else:
-            per_task, seconds, tokens = _sample_at_once(policy, env, frontier, sampling, g)
-        gen_seconds += seconds
-        new_tokens += tokens
-        pending: list[tuple[_Frontier, dict[str, Sample], list[dict[str, Sample]]]] = []
-        for f, per_agent in zip(frontier, per_task, strict=True):
+            per_task, seconds, tokens = _sample_at_once(
+                self.policy, self.env, frontier, self.sampling, self.settings.group_size
+            )
+        self.gen_seconds += seconds
+        self.new_tokens += tokens
+        self._frontier, self._sampled = frontier, per_task
+
+    def finish(self) -> Rollout:
+        """Score the generated turn, expand and generate the later turns, and back returns up."""
+        settings = self.settings
+        while True:
+            frontier = self._score()
+            if not frontier or self.turn >= settings.turns:
+                break
+            self.generate(frontier)
+        for node in reversed(self.nodes):  # children are always appended after their parents
+            bonus = settings.judge_weight * node.judge if node.judge is not None else 0.0
+            node.ret = turn_return(
+                node.total + bonus, [c.ret for c in node.children], settings.gamma
+            )
+        return Rollout(self.roots, self.nodes, self.groups, self.gen_seconds, self.new_tokens)
+
+    def _score(self) -> list[_Frontier]:
+        """Score this turn's joint actions; the frontier of the next turn (empty after the last)."""
+        env, settings, turn = self.env, self.settings, self.turn
+        if not self._frontier:
+            return []
+        agents, g = env.roles.agents, settings.group_size
+        pending: list[tuple[_Frontier, dict[str, list[Sample]], list[dict[str, Sample]]]] = []
+        for f, per_agent in zip(self._frontier, self._sampled, strict=True):
             combos = [
                 {a: per_agent[a][idx[ai]] for ai, a in enumerate(agents)}
                 for idx in _joint_indices(settings.joint_mode, len(agents), g)
@@ -168,24 +232,23 @@ def rollout(
             children = []
             for combo in combos:
                 node = JointNode(f.task, turn, combo, next(outcomes))
-                if judge is not None and settings.judge_weight > 0:
-                    node.judge = judge(f.task, node.actions())
+                if self.judge is not None and settings.judge_weight > 0:
+                    node.judge = self.judge(f.task, node.actions())
                 children.append(node)
-            nodes.extend(children)
-            (f.parent.children if f.parent else roots).extend(children)
+            self.nodes.extend(children)
+            (f.parent.children if f.parent else self.roots).extend(children)
             for a in agents:
                 members = [[n for n in children if n.samples[a] is s] for s in per_agent[a]]
-                groups.append(AgentGroup(a, turn, per_agent[a], members, settings.credit_weight))
+                self.groups.append(
+                    AgentGroup(a, turn, per_agent[a], members, settings.credit_weight)
+                )
             if turn < settings.turns:
                 for node in children:
                     if settings.early_stop_reward > 0 and node.total >= settings.early_stop_reward:
                         continue
-                    next_frontier.append(_expand(node, env, settings, expert))
-        frontier = next_frontier
-    for node in reversed(nodes):  # children are always appended after their parents
-        bonus = settings.judge_weight * node.judge if node.judge is not None else 0.0
-        node.ret = turn_return(node.total + bonus, [c.ret for c in node.children], settings.gamma)
-    return Rollout(roots, nodes, groups, gen_seconds, new_tokens)
+                    next_frontier.append(_expand(node, env, settings, self.expert))
+        self._frontier, self._sampled = [], []
+        return next_frontier
 
 
 def _samples(env: Env, f: _Frontier, agent: str, gen: Generation) -> list[Sample]:

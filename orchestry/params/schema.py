@@ -228,6 +228,15 @@ class TrainParams(Section):
     checkpoint_every: int = Field(
         5, ge=1, description="Steps between checkpoints (a killed run resumes from the last one)."
     )
+    rollouts_ahead: int = Field(
+        0,
+        ge=0,
+        le=4,
+        description="Steps generated before the update that precedes them, a worker thread scoring "
+        "the earlier ones (0 = the paper's on-policy loop): a GPU generates while programs run. "
+        "An update then learns from samples of adapters up to this many updates old. Never "
+        "across a checkpoint (a resumed run takes the same rollouts). Needs `turns: 1`.",
+    )
     processes: PositiveInt = Field(
         1,
         description="Data-parallel training processes, one per GPU: each rolls out its share of a "
@@ -262,11 +271,16 @@ class TrainParams(Section):
     )
 
     @model_validator(mode="after")
-    def _a_problem_per_process(self) -> TrainParams:
+    def _consistent(self) -> TrainParams:
         if self.processes > self.problems_per_step:
             raise ValueError(
                 f"processes ({self.processes}) must be at most problems_per_step "
                 f"({self.problems_per_step}): each process rolls out whole problems"
+            )
+        if self.rollouts_ahead and self.turns > 1:
+            raise ValueError(
+                f"rollouts_ahead ({self.rollouts_ahead}) needs turns 1, got turns {self.turns}: "
+                "a later turn is generated from the earlier turn's scores"
             )
         return self
 

@@ -38,7 +38,8 @@ from orchestry.agents.lora.team import TeamPolicy
 from orchestry.algos.curriculum import Curriculum, schedule_problems
 from orchestry.algos.magrpo import sample_advantages
 from orchestry.algos.pg_update import Optimizers, TrainingFailed, update_agents
-from orchestry.algos.tree import ExpertFn, JudgeFn, Rollout, rollout
+from orchestry.algos.rollout_queue import RolloutQueue
+from orchestry.algos.tree import ExpertFn, JudgeFn, Rollout, StartedRollout, start_rollout
 from orchestry.envs.base import Env
 from orchestry.eval.metrics import quarter_means
 from orchestry.params import Params
@@ -175,15 +176,24 @@ def train_loop(
     policy.sample_stream = world.rank  # rank 0 samples as one process would, the others their own
     world.copy_from_main([p for o in opts.optimizers.values() for p in o.param_groups[0]["params"]])
     ranks = world if world.size > 1 else None  # one process: the update's single-process path
-    with progress_bar("train", "steps", len(plan), start, world.is_main) as advance:
+
+    def generate(step: int) -> tuple[list[str], StartedRollout]:
+        """Step's problems (rank 0's curriculum picks them for all), this rank's share rolled out
+        (a node's G siblings never span ranks): the team answers; scoring comes with `finish`."""
+        ids = plan[step] if curriculum is None else world.share(curriculum.problems(step))
+        tasks = [by_id[i] for i in ids[world.rank :: world.size]]
+        return ids, start_rollout(policy, env, tasks, sampling, settings, expert, judge)
+
+    def checkpoint_after(step: int) -> bool:
+        return ckpt_dir is not None and (step + 1) % t.checkpoint_every == 0
+
+    queue = RolloutQueue(generate, t.rollouts_ahead, len(plan), checkpoint_after)
+    with queue, progress_bar("train", "steps", len(plan), start, world.is_main) as advance:
         for step in range(start, len(plan)):
             t0 = time.perf_counter()
-            # this rank's share of the step's problems (rank 0's curriculum picks them for all):
-            # a node's G siblings never span ranks
-            ids = plan[step] if curriculum is None else world.share(curriculum.problems(step))
-            tasks = [by_id[i] for i in ids[world.rank :: world.size]]
             # 1. rollout: the team answers, the environment scores, returns flow up the tree
-            ro = rollout(policy, env, tasks, sampling, settings, expert, judge)
+            # (generated up to train.rollouts_ahead steps before, `algos/rollout_queue.py`)
+            ids, ro = queue.take(step)
             # 2. advantages: each agent's samples against their group (MAGRPO)
             rows = sample_advantages(ro.groups, advantages)
             # 3. update: one optimizer step per adapter (gradients summed over the ranks)
