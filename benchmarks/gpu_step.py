@@ -13,8 +13,8 @@ each between CUDA synchronisations. Each variant runs in a process of its own:
   pays for compilation (the compile cache, where there is one, is shared);
 - `ours_peft_update`: as `ours` with the update through peft, one forward and backward per adapter
   (the path before `agents/lora/written_update.py`), to compare in the same run;
-- `ours_ahead1`, `ours_ahead2`: as `ours` with `train.rollouts_ahead` 1 and 2 (the next steps
-  generated while the sandbox scores on a worker thread; `algos/rollout_queue.py`);
+- `ours_ahead1`, `ours_ahead2`, `ours_ahead4`: as `ours` with `train.rollouts_ahead` 1, 2 and 4
+  (the next steps generated while worker threads score in the sandbox; `algos/rollout_queue.py`);
 - `nf4`: as `ours` with `model.quantization=4bit` (bitsandbytes NF4 base, bf16 adapters);
 - `comlrl`: CoMLRL's `MAGRPOTrainer` (benchmarks/vs_comlrl.py's side) on the same card, dtype,
   problems, prompts, reward, G and tokens.
@@ -52,8 +52,17 @@ import vs_comlrl  # noqa: E402
 
 from orchestry.params import parse_params  # noqa: E402
 
-VARIANTS = ("ours", "ours_warm", "ours_peft_update", "ours_ahead1", "ours_ahead2", "nf4", "comlrl")
-AHEAD = {"ours_ahead1": 1, "ours_ahead2": 2}
+VARIANTS = (
+    "ours",
+    "ours_warm",
+    "ours_peft_update",
+    "ours_ahead1",
+    "ours_ahead2",
+    "ours_ahead4",
+    "nf4",
+    "comlrl",
+)
+AHEAD = {"ours_ahead1": 1, "ours_ahead2": 2, "ours_ahead4": 4}
 
 
 class UtilSampler:
@@ -432,7 +441,7 @@ def write(report: dict[str, Any], out: Path) -> None:
         peft_update_gpu_util=peft.get("gpu_util"),
         **{
             f"ahead{k}_{key}": report["variants"].get(f"ours_ahead{k}", {}).get(key)
-            for k in (1, 2)
+            for k in AHEAD.values()
             for key in ("step_seconds", "mean_step_seconds", "gpu_util", "gpu_util_by_step")
         },
         nf4_step_seconds=nf4.get("step_seconds"),

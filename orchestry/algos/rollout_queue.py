@@ -2,12 +2,13 @@
 
 With `ahead = 0` (the default) a step generates its rollouts, scores them and updates, in this
 order, in this thread: the paper's on-policy loop. With `ahead = k > 0` the model generates up to k
-steps' rollouts before it takes the update that precedes them, while a worker thread scores the
-earlier ones in the sandbox. The GPU then generates while programs run, and a program that runs
-into its timeout holds up its own update only once the generations queued behind it are done.
+steps' rollouts before it takes the update that precedes them, while worker threads score the
+earlier ones in the sandbox, side by side. The GPU then generates while programs run, and a program
+that runs into its timeout holds up its own update only once the generations queued behind it are
+done.
 The price: the rollouts a step updates on were sampled by the adapters of up to k updates before
-(no importance weighting, as the paper's loss has no behaviour probabilities; k = 1 is the usual
-choice in asynchronous RL for language models).
+(no importance weighting, as the paper's loss has no behaviour probabilities).
+`benchmarks/gpu_step.py` measures what each k buys on a GPU.
 
 The queue never generates across a checkpoint: a step whose update ends with a checkpoint is the
 last one generated before that update. A run resumed from a checkpoint therefore takes the same
@@ -45,7 +46,9 @@ class RolloutQueue(Generic[Key]):
         self._start, self._ahead, self._end = start, ahead, end
         self._checkpoint_after = checkpoint_after
         self._queue: deque[tuple[int, Key, StartedRollout | Future[Rollout]]] = deque()
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="score") if ahead else None
+        # every queued step may be scoring at once: a program waiting out its timeout holds up
+        # only its own step, not the scoring of the steps generated after it
+        self._pool = ThreadPoolExecutor(ahead + 1, thread_name_prefix="score") if ahead else None
 
     def take(self, step: int) -> tuple[Key, Rollout]:
         """Step's key and scored rollout (generating it if it is not queued yet)."""

@@ -30,6 +30,7 @@ import logging
 import math
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
@@ -188,6 +189,9 @@ class ClaudeClient:
             api_key=key, base_url=settings.base_url, max_retries=0, timeout=settings.timeout_s
         )
         self._spent_usd = 0.0
+        # one call at a time: the budget check and the spend stay one step when worker threads
+        # share the client (the scoring of `train.rollouts_ahead`)
+        self._lock = threading.Lock()
         self.calls = 0  # calls that reached the API or the cache: one ledger line each
         self.http_requests = 0  # HTTP attempts sent, retries included
 
@@ -205,6 +209,16 @@ class ClaudeClient:
         sample_index: int = 0,
     ) -> ClaudeReply:
         """One Messages API call, or a cache hit. `sample_index` separates repeated samples."""
+        with self._lock:
+            return self._complete(system, messages, max_tokens, sample_index)
+
+    def _complete(
+        self,
+        system: str,
+        messages: list[dict[str, Any]],
+        max_tokens: int | None,
+        sample_index: int,
+    ) -> ClaudeReply:
         settings = self.settings
         max_tokens = settings.max_tokens if max_tokens is None else max_tokens
         if max_tokens < 1:
