@@ -64,9 +64,11 @@ class _Group:
         self.outs = [b.weight.shape[0] for b in bases]
 
     def stack(
-        self, adapters: Sequence[str], token_adapter: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
-        """(A [ranks, in], B [out, ranks], mask [tokens, ranks]) over the adapters, or None."""
+        self, adapters: Sequence[str]
+    ) -> tuple[torch.Tensor, torch.Tensor, tuple[tuple[int, ...], tuple[float, ...]]] | None:
+        """(A [ranks, in], B [out, ranks], (owner, scale) of each rank column) over the adapters,
+        or None; the owners and scalings are the same in every layer, so their mask is built once
+        per pass (`_Masks`)."""
         if all(m is None for m in self.lora):
             return None
         a_parts, b_parts, owner, scale = [], [], [], []
@@ -80,12 +82,7 @@ class _Group:
                 owner += [k] * a_w.shape[0]
                 scale += [float(m.scaling[name])] * a_w.shape[0]
             b_parts.append(torch.cat([m.lora_B[n].weight for n in adapters], 1))
-        a = torch.cat(a_parts, 0)
-        b = torch.block_diag(*b_parts)
-        owner_t = torch.tensor(owner, device=a.device)
-        scale_t = torch.tensor(scale, device=a.device, dtype=a.dtype)
-        mask = torch.where(token_adapter[:, None] == owner_t[None, :], scale_t[None, :], 0.0)
-        return a, b, mask
+        return torch.cat(a_parts, 0), torch.block_diag(*b_parts), (tuple(owner), tuple(scale))
 
     def __call__(
         self,
@@ -187,10 +184,11 @@ class WrittenForward:
         cos_c, sin_c = self.rotary(h, parts.comp_positions)
         rms = torch.nn.functional.rms_norm
         split = u * wp
+        lora = _Masks(adapters, token_adapter)
         for layer, (qkv, o, gate_up, down), act, scaling in self.layers:
             norm = layer.input_layernorm
             x = rms(h, (h.shape[-1],), norm.weight, norm.variance_epsilon)
-            y = qkv(x, qkv.stack(adapters, token_adapter))
+            y = qkv(x, lora(qkv))
             y_p = y[:split].view(u, wp, heads + 2 * kv, d)
             y_c = y[split:].view(b, wc, heads + 2 * kv, d)
             qk_p = rotate(y_p[:, :, : heads + kv], cos_p[:, :, None], sin_p[:, :, None])
@@ -201,13 +199,37 @@ class WrittenForward:
             att_p = _attend(qk_p[:, :, :heads], k_p, v_p, parts.pre_mask, scaling)
             att_c = _attend(qk_c[:, :, :heads], k_c, v_c, parts.comp_mask, scaling)
             att = torch.cat([att_p.reshape(split, -1), att_c.reshape(b * wc, -1)])
-            h = o(att, o.stack(adapters, token_adapter), residual=h)
+            h = o(att, lora(o), residual=h)
             norm = layer.post_attention_layernorm
             x = rms(h, (h.shape[-1],), norm.weight, norm.variance_epsilon)
-            gate, up = gate_up(x, gate_up.stack(adapters, token_adapter)).chunk(2, dim=-1)
-            h = down(act(gate) * up, down.stack(adapters, token_adapter), residual=h)
+            gate, up = gate_up(x, lora(gate_up)).chunk(2, dim=-1)
+            h = down(act(gate) * up, lora(down), residual=h)
         h = rms(h, (h.shape[-1],), self.norm.weight, self.norm.variance_epsilon)
         return h[:split].view(u, wp, -1), h[split:].view(b, wc, -1)
+
+
+class _Masks:
+    """A group's stacked LoRA with its per-token mask [tokens, ranks]: the adapter's scaling in its
+    own rank columns, 0 elsewhere. One mask per distinct (owner, scale) layout in a pass, not one
+    per layer: every layer has the same layout, and a mask built from host lists costs a copy to
+    the GPU that waits for it."""
+
+    def __init__(self, adapters: list[str], token_adapter: torch.Tensor) -> None:
+        self.adapters, self.token_adapter = adapters, token_adapter
+        self.masks: dict[tuple[tuple[int, ...], tuple[float, ...]], torch.Tensor] = {}
+
+    def __call__(self, group: _Group) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+        stacked = group.stack(self.adapters)
+        if stacked is None:
+            return None
+        a, b, layout = stacked
+        if layout not in self.masks:
+            owner = torch.tensor(layout[0], device=a.device)
+            scale = torch.tensor(layout[1], device=a.device, dtype=a.dtype)
+            self.masks[layout] = torch.where(
+                self.token_adapter[:, None] == owner[None, :], scale[None, :], 0.0
+            )
+        return a, b, self.masks[layout]
 
 
 def _attend(
