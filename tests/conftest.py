@@ -7,6 +7,10 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+if os.environ.get("PYTEST_XDIST_WORKER"):  # one of `make test`'s processes, beside another
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # before torch loads; stages inherit it
+        os.environ.setdefault(var, "1")
+
 import pytest
 import yaml
 
