@@ -22,12 +22,12 @@ $(STAMP): pyproject.toml requirements-lock.txt
 repro: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
 
-# Two test processes (pytest-xdist), each taking whole files (a file's tests share its fixtures, the
-# SLURM daemons and the repository's DVC lock); each runs torch on one thread (tests/conftest.py), so two
-# fit the reference machine's two cores. TEST_WORKERS=0 runs the suite in this one process.
+# Two test processes (pytest-xdist) sharing out the tests one by one, except each `xdist_group` (the
+# SLURM daemons; DVC in the repository itself) stays in one; each runs torch on one thread
+# (tests/conftest.py), so two fit the reference machine's two cores. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 lint: $(STAMP)
 	$(BIN)/ruff check orchestry tests benchmarks

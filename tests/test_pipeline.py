@@ -12,6 +12,8 @@ import yaml
 from orchestry.experiment import OPTIONAL
 
 ROOT = Path(__file__).resolve().parents[1]
+# DVC and Snakemake run in the repository itself here (its DVC lock): one test process takes them all
+pytestmark = pytest.mark.xdist_group("repository_root")
 BIN = Path(sys.executable).parent
 ENV = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
 

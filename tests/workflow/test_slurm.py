@@ -18,7 +18,8 @@ import pytest
 import yaml
 from conftest import ROOT, copy_repo, run_in
 
-pytestmark = pytest.mark.e2e
+# one SLURM on this node at a time: `make test`'s processes keep this file together
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("slurm")]
 
 SCRIPT = ROOT / "workflow/scripts/local_slurm.sh"
 PROFILE = ROOT / "workflow/profiles/slurm/config.yaml"
