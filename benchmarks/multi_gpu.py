@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import vs_comlrl  # noqa: E402
-from gpu_step import WARMUP_STEPS, job_args, override, timed  # noqa: E402
+from gpu_step import WARMUP_STEPS, job_args, override  # noqa: E402
 
 from orchestry.agents.lora.dist import LAUNCHER_KEYS  # noqa: E402
 from orchestry.params import parse_params  # noqa: E402
@@ -62,24 +62,34 @@ def device_name(device: str) -> str:
 
 
 def time_phases(train: Any, policy: Any, env: Any, sync: Any) -> dict[str, list[float]]:
-    """Per step, this rank's seconds in generation, the sandbox and the update (between syncs)."""
+    """Each call's seconds in generation, the sandbox and the update on this rank (a call a step
+    with `train.turns: 1`). Generation and the update are timed between device syncs; the sandbox
+    without (it runs no GPU work and, with rollouts ahead, on a worker thread beside a generation)."""
     phases: dict[str, list[float]] = {"generation": [], "sandbox": [], "update": []}
-    policy.generate = timed(policy.generate, phases["generation"], sync)
-    env.score = timed(env.score, phases["sandbox"], sync)
-    train.update_agents = timed(train.update_agents, phases["update"], sync)
-    start_rollout = train.start_rollout
 
-    def new_step(*args: Any, **kwargs: Any) -> Any:
-        for clock in phases.values():
-            clock.append(0.0)
-        return start_rollout(*args, **kwargs)
+    def timed_calls(fn: Any, clock: list[float], sync: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            sync()
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                sync()
+                clock.append(time.perf_counter() - start)
 
-    train.start_rollout = new_step
+        return wrapper
+
+    policy.generate = timed_calls(policy.generate, phases["generation"], sync)
+    env.score = timed_calls(env.score, phases["sandbox"], lambda: None)
+    train.update_agents = timed_calls(train.update_agents, phases["update"], sync)
     return phases
 
 
-def steady_median(values: list[float]) -> float:
-    return statistics.median(values[WARMUP_STEPS:])
+def steady_median(values: list[float], tail: int = 0) -> float:
+    """The median after the warm-up steps and before the last `tail` (with rollouts ahead, the
+    last k steps only update: their rollouts were generated during earlier steps)."""
+    end = len(values) - tail if len(values) - WARMUP_STEPS > tail else len(values)
+    return statistics.median(values[WARMUP_STEPS:end])
 
 
 def run_rank(job: dict[str, Any]) -> dict[str, Any] | None:
@@ -112,21 +122,24 @@ def run_rank(job: dict[str, Any]) -> dict[str, Any] | None:
         )
         names = world.gather(device_name(job["device"]))
         rank_phases = world.gather({k: steady_median(v) for k, v in phases.items()})
+        ahead = params.train.rollouts_ahead
     finally:
         end_world(world)
     if not world.is_main:
         return None
     steps = [h["step_seconds"] for h in history]
-    step_seconds = steady_median(steps)
+    step_seconds = steady_median(steps, ahead)
     return {
         "world_size": world.size,
         "devices": names,
         "setup_s": setup_s,
         "step_s": steps,
-        "steady_steps": len(steps[WARMUP_STEPS:]),
+        "steady_steps": len(steps[WARMUP_STEPS:])
+        - (ahead if len(steps) - WARMUP_STEPS > ahead else 0),
+        "rollouts_ahead": ahead,
         "step_seconds": step_seconds,
         "steps_per_s": 1.0 / step_seconds,
-        "tokens_per_s": steady_median([h["tokens_per_s"] for h in history]),
+        "tokens_per_s": steady_median([h["tokens_per_s"] for h in history], ahead),
         # each rank's steady medians: where a speed-up below W goes (e.g. generation that is
         # launch-bound, so half the rows take nearly the time of all of them)
         "phase_seconds_by_rank": rank_phases,

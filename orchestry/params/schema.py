@@ -18,6 +18,7 @@ from orchestry.params.env_schema import (
     check_environment,
     environment_roles,
 )
+from orchestry.params.eval_schema import EvalParams
 from orchestry.params.orchestrate_schema import OrchestrateParams
 from orchestry.params.search_schema import BeamParams, PromptPolicyParams
 from orchestry.params.section import Section
@@ -293,30 +294,6 @@ class SmokeParams(Section):
     problems: int = Field(2, ge=1, description="Training problems the smoke run uses.")
 
 
-class EvalParams(Section):
-    """Evaluation of the baselines and the trained team on the test split."""
-
-    n_samples: int = Field(4, ge=1, description="Samples per test problem (n of pass@k).")
-    ks: list[int] = Field(
-        [1, 3, 5, 10], min_length=1, description="pass@k is reported for each k <= n_samples."
-    )
-    bootstrap: int = Field(1000, ge=10, description="Bootstrap resamples for the 95% CIs.")
-    single_model: str = Field(
-        "", description="Model of the single-model baseline ('' = `model.name`)."
-    )
-    backend: Literal["local", "claude"] = Field(
-        "local",
-        description="`local` = the base model with adapters; `claude` runs the baselines' agents "
-        "through the Anthropic API.",
-    )
-
-    @model_validator(mode="after")
-    def _positive_ks(self) -> EvalParams:
-        if any(k < 1 for k in self.ks):
-            raise ValueError(f"ks must be >= 1, got {self.ks}")
-        return self
-
-
 class SchemesParams(Section):
     """Detection of the cooperation schemes in the code."""
 
@@ -394,4 +371,13 @@ class Params(Section):
     @model_validator(mode="after")
     def _fits_the_environment(self) -> Params:
         check_environment(self.env, self.model.agents, self.train.curriculum, self.prepare.sets)
+        if (
+            self.evaluate.processes > 1
+            and self.env.name == "story"
+            and self.env.story.judge == "claude"
+        ):
+            raise ValueError(
+                f"evaluate.processes ({self.evaluate.processes}) needs env.story.judge offline: "
+                "the Claude judge keeps one budget and cache per process"
+            )
         return self

@@ -1,6 +1,12 @@
-"""Stage `evaluate`: the MAGRPO-trained team (adapters from `train`) on the test split, same protocol."""
+"""Stage `evaluate`: the MAGRPO-trained team (adapters from `train`) on the test split, same protocol.
+
+With `evaluate.processes` > 1 the test problems are shared out over that many processes
+(`stages/shards.py`)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 from orchestry import paths
 from orchestry.eval.protocols import team
@@ -13,6 +19,7 @@ from orchestry.stages.from_params import (
     sampling_spec,
     seed_everything,
 )
+from orchestry.stages.shards import rows_in_shards
 
 
 def run(params: Params) -> None:
@@ -24,15 +31,15 @@ def run(params: Params) -> None:
             f"{paths.ADAPTERS} is missing; run the train stage first (dvc repro train)"
         )
     seed_everything(params.seed)
-    policy = make_policy(params)
-    policy.load_adapters(paths.ADAPTERS)
     e = params.evaluate
-    rows = team(
-        policy,
-        make_env(params, training=False),
-        problems,
-        e.n_samples,
-        sampling_spec(params),
-        "magrpo",
-    )
-    write_method("magrpo", rows, e.ks, e.bootstrap, params.seed)
+
+    def rows_of(tasks: Sequence[Any], rank: int) -> list[dict[str, Any]]:
+        policy = make_policy(params)
+        policy.load_adapters(paths.ADAPTERS)
+        policy.sample_stream = rank
+        env = make_env(params, training=False)
+        return team(policy, env, tasks, e.n_samples, sampling_spec(params), "magrpo")
+
+    rows = rows_in_shards(params, ["evaluate"], problems, rows_of)
+    if rows is not None:
+        write_method("magrpo", rows, e.ks, e.bootstrap, params.seed)

@@ -1,8 +1,8 @@
 """Start a stage as N data-parallel processes under torch.distributed.run (torchrun), and wait.
 
-`python -m orchestry train` is the fixed command of dvc.yaml and the Snakefile; `train.processes` > 1
-makes it the launcher of N ranks, each of which finds its place in torchrun's environment
-(`orchestry.agents.lora.dist`).
+`python -m orchestry train` (or `evaluate`, `baseline --name X`) is the fixed command of dvc.yaml and
+the Snakefile; `train.processes` (`evaluate.processes`) > 1 makes it the launcher of N ranks, each of
+which finds its place in torchrun's environment (`orchestry.agents.lora.dist`).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
@@ -22,12 +23,17 @@ from orchestry.params import Params
 log = logging.getLogger("orchestry.stages.launch")
 
 
-def launch_processes(params: Params, processes: int, stage: str = "train") -> None:
-    """Run `python -m orchestry <stage>` as `processes` data-parallel ranks under
+def launch_processes(
+    params: Params,
+    processes: int,
+    stage: Sequence[str] = ("train",),
+    key: str = "train.processes",
+) -> None:
+    """Run `python -m orchestry <stage...>` as `processes` data-parallel ranks under
     torch.distributed.run on this machine, and wait for them (TrainingFailed if they fail).
 
-    dvc and snakemake run the fixed `python -m orchestry train`: with `train.processes` > 1 that
-    command becomes the launcher of the real ones. The ranks read these very params (a temporary
+    dvc and snakemake run the fixed `python -m orchestry train`: with `train.processes` (the params
+    `key`) > 1 that command becomes the launcher of the real ones. The ranks read these very params (a temporary
     copy, so values this process was given on its command line carry over). Their stderr is copied
     line by line to this process's log handlers: the ranks get no --log, since N processes opening
     one log file for writing would truncate each other's lines.
@@ -40,7 +46,7 @@ def launch_processes(params: Params, processes: int, stage: str = "train") -> No
         params_file.write_text(yaml.safe_dump(params.model_dump(mode="json"), sort_keys=False))
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
         command += [f"--nproc_per_node={processes}", "-m", "orchestry"]
-        command += ["--params", str(params_file), stage]
+        command += ["--params", str(params_file), *stage]
         log.info("starting %d processes: %s", processes, " ".join(command))
         proc = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True, bufsize=1)
         assert proc.stderr is not None
@@ -51,6 +57,6 @@ def launch_processes(params: Params, processes: int, stage: str = "train") -> No
         code = proc.wait()
     if code != 0:
         raise TrainingFailed(
-            f"the {processes} {stage} processes (train.processes) failed with exit code {code}; "
+            f"the {processes} {stage[0]} processes ({key}) failed with exit code {code}; "
             "their messages are above"
         )
