@@ -85,11 +85,15 @@ def time_phases(train: Any, policy: Any, env: Any, sync: Any) -> dict[str, list[
     return phases
 
 
-def steady_median(values: list[float], tail: int = 0) -> float:
-    """The median after the warm-up steps and before the last `tail` (with rollouts ahead, the
-    last k steps only update: their rollouts were generated during earlier steps)."""
+def steady(values: list[float], tail: int = 0) -> list[float]:
+    """The values after the warm-up steps and before the last `tail` (with rollouts ahead, the last
+    k steps only update: their rollouts were generated during earlier steps)."""
     end = len(values) - tail if len(values) - WARMUP_STEPS > tail else len(values)
-    return statistics.median(values[WARMUP_STEPS:end])
+    return values[WARMUP_STEPS:end]
+
+
+def steady_median(values: list[float], tail: int = 0) -> float:
+    return statistics.median(steady(values, tail))
 
 
 def run_rank(job: dict[str, Any]) -> dict[str, Any] | None:
@@ -134,8 +138,7 @@ def run_rank(job: dict[str, Any]) -> dict[str, Any] | None:
         "devices": names,
         "setup_s": setup_s,
         "step_s": steps,
-        "steady_steps": len(steps[WARMUP_STEPS:])
-        - (ahead if len(steps) - WARMUP_STEPS > ahead else 0),
+        "steady_steps": len(steady(steps, ahead)),
         "rollouts_ahead": ahead,
         "step_seconds": step_seconds,
         "steps_per_s": 1.0 / step_seconds,

@@ -1,12 +1,12 @@
 """Data-parallel evaluation: one evaluation stage at 1 and at W processes (`evaluate.processes`).
 
 Runs `python -m orchestry baseline --name <method>` (the stage itself, as dvc and snakemake run it) in a
-scratch copy of the results folder, once with `evaluate.processes: 1` and once with W, on the prepared
-test split (data/prepared/test.jsonl), twice each (the first run converts the model into the cache; the
-second pair is the one reported), and writes each run's wall time (model loading included), its rows'
-(problem, sample) pairs, its metrics and the stage's timing lines. The two runs must cover the same pairs in the same
-order; their samples differ (each rank has its own batch and sampling stream), so their metrics agree
-only within the CIs.
+scratch copy of the code and data, with `evaluate.processes` 1 and W, on the prepared test split
+(data/prepared/test.jsonl), twice each (the first run converts the model into the cache; the second
+pair is the one reported), and writes each run's wall time (model loading included), its metrics and
+the stage's timing lines. Every run must cover the same (problem, sample) pairs in the same order;
+the samples differ (each rank has its own batch and sampling stream), so the metrics agree only
+within the CIs.
 
     python benchmarks/multi_gpu_eval.py --world 2     # 2 GPUs: results/bench/multi_gpu_eval.json
     python benchmarks/multi_gpu_eval.py --device cpu --dtype float32 --world 2 \

@@ -17,24 +17,20 @@ from pathlib import Path
 
 import yaml
 
+from orchestry.agents.lora.dist import under_launcher, world_from_env
 from orchestry.algos.pg_update import TrainingFailed
 from orchestry.params import Params
 
 log = logging.getLogger("orchestry.stages.launch")
 
 
-def launch_processes(
-    params: Params,
-    processes: int,
-    stage: Sequence[str] = ("train",),
-    key: str = "train.processes",
-) -> None:
+def launch_processes(params: Params, processes: int, stage: Sequence[str], key: str) -> None:
     """Run `python -m orchestry <stage...>` as `processes` data-parallel ranks under
     torch.distributed.run on this machine, and wait for them (TrainingFailed if they fail).
 
     dvc and snakemake run the fixed `python -m orchestry train`: with `train.processes` (the params
-    `key`) > 1 that command becomes the launcher of the real ones. The ranks read these very params (a temporary
-    copy, so values this process was given on its command line carry over). Their stderr is copied
+    `key`) > 1 that command becomes the launcher of the real ones. The ranks read these very params
+    (a temporary copy, so values this process was given on its command line carry over). Their stderr is copied
     line by line to this process's log handlers: the ranks get no --log, since N processes opening
     one log file for writing would truncate each other's lines.
     """
@@ -60,3 +56,20 @@ def launch_processes(
             f"the {processes} {stage[0]} processes ({key}) failed with exit code {code}; "
             "their messages are above"
         )
+
+
+def launched_ranks(params: Params, wanted: int, stage: Sequence[str], key: str) -> bool:
+    """True when this process was the launcher: it started `wanted` (the params `key`) > 1 ranks of
+    `python -m orchestry <stage...>` and they are done. False when this process is to do the work
+    itself: alone, or one rank under a launcher whose WORLD_SIZE agrees with `wanted` (a `wanted` of
+    1 takes the launcher's number); TrainingFailed when it does not."""
+    if wanted > 1 and not under_launcher():
+        launch_processes(params, wanted, stage, key)
+        return True
+    size = world_from_env().size
+    if wanted > 1 and wanted != size:
+        raise TrainingFailed(
+            f"{key} is {wanted} but the launcher started WORLD_SIZE={size} processes: make them "
+            f"agree, or set {key} to 1 to take the launcher's number"
+        )
+    return False

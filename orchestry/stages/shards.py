@@ -18,10 +18,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from orchestry.agents.lora.base_model import device_type
-from orchestry.agents.lora.dist import end_world, start_world, under_launcher, world_from_env
-from orchestry.algos.pg_update import TrainingFailed
+from orchestry.agents.lora.dist import end_world, start_world
 from orchestry.params import Params
-from orchestry.stages.launch import launch_processes
+from orchestry.stages.launch import launched_ranks
 
 Rows = list[dict[str, Any]]
 RowsOf = Callable[[Sequence[Any], int], Rows]
@@ -38,17 +37,8 @@ def rows_in_shards(
     `baseline --name X`). `rows_of` builds its generator inside the call: on CUDA each rank's GPU is
     chosen before it loads the model.
     """
-    wanted = params.evaluate.processes
-    if wanted > 1 and not under_launcher():
-        launch_processes(params, wanted, stage, "evaluate.processes")
+    if launched_ranks(params, params.evaluate.processes, stage, "evaluate.processes"):
         return None
-    size = world_from_env().size
-    if wanted > 1 and wanted != size:
-        raise TrainingFailed(
-            f"evaluate.processes is {wanted} but the launcher started WORLD_SIZE={size} "
-            "processes: make them agree, or set evaluate.processes to 1 to take the launcher's "
-            "number"
-        )
     world = start_world(device_type(params.model.device))
     try:
         if not world.is_main:  # rank 0 speaks for the stage

@@ -31,7 +31,6 @@ from orchestry.agents.lora.dist import (
     World,
     end_world,
     start_world,
-    under_launcher,
     world_from_env,
 )
 from orchestry.agents.lora.team import TeamPolicy
@@ -56,7 +55,7 @@ from orchestry.stages.from_params import (
     seed_everything,
     update_settings,
 )
-from orchestry.stages.launch import launch_processes
+from orchestry.stages.launch import launched_ranks
 from orchestry.stages.progress import progress_bar
 
 log = logging.getLogger("orchestry.stages.train")
@@ -303,16 +302,9 @@ def summarize(history: list[dict[str, float]]) -> dict[str, Any]:
 def run(params: Params) -> None:
     """The train stage: this process alone, one rank under torchrun, or the launcher of
     `train.processes` ranks; rank 0 writes the outputs."""
-    if params.train.processes > 1 and not under_launcher():
-        launch_processes(params, params.train.processes)
+    if launched_ranks(params, params.train.processes, ["train"], "train.processes"):
         return
     world_size = world_from_env().size
-    if params.train.processes > 1 and params.train.processes != world_size:
-        raise TrainingFailed(
-            f"train.processes is {params.train.processes} but the launcher started "
-            f"WORLD_SIZE={world_size} processes: make them agree, or set train.processes to 1 "
-            "to take the launcher's number"
-        )
     if world_size > params.train.problems_per_step:
         raise TrainingFailed(
             f"{world_size} training processes but train.problems_per_step is "
