@@ -6,7 +6,7 @@ import pytest
 import yaml
 from conftest import ROOT, run_in
 
-from orchestry.experiment import merged, pipeline_commands, stage_commands, with_params
+from orchestry.experiment import merged, pipeline_commands, resolve, stage_commands, with_params
 
 
 def test_merged_overrides_nested_keys_and_keeps_the_rest():
@@ -24,6 +24,25 @@ def test_stages_come_in_dvc_yaml_order_with_its_commands():
     assert [n for n, _ in pipeline_commands()] == [*names, "orchestrate"]
     argv = with_params("python -m orchestry --log logs/train.log train", "p.yaml")
     assert argv[1:] == ["-m", "orchestry", "--params", "p.yaml", "--log", "logs/train.log", "train"]
+
+
+@pytest.mark.parametrize(
+    "config", sorted((ROOT / "workflow" / "experiments").glob("*.yaml")), ids=lambda p: p.stem
+)
+def test_every_committed_config_is_valid_over_params_yaml(config):
+    """Each documented config (alone, over params.yaml) names only keys the params know."""
+    resolve([config], ROOT / "params.yaml")
+
+
+def test_the_humaneval_lever_adds_training_problems_and_no_test_problem():
+    experiments = ROOT / "workflow" / "experiments"
+    plain = resolve([experiments / "gpu.yaml"], ROOT / "params.yaml")
+    lever = resolve(
+        [experiments / "gpu.yaml", experiments / "humaneval_train.yaml"], ROOT / "params.yaml"
+    )
+    assert lever.prepare.sets["coop"] == plain.prepare.sets["coop"]
+    assert lever.prepare.sets["humaneval"].n_train == 60
+    assert lever.prepare.sets["humaneval"].n_test == 0
 
 
 @pytest.mark.e2e
