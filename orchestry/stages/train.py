@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 import shutil
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -273,6 +274,19 @@ def write_dvclive(history: list[dict[str, float]], live_dir: Path) -> None:
             live.next_step()
 
 
+def check_dvclive() -> None:
+    """Fail before training, not after it, where dvclive cannot write the training record (e.g. a
+    machine with dvclive but not the modules its `Live` imports as it starts)."""
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            write_dvclive([], Path(tmp) / "live")
+    except ImportError as err:
+        raise TrainingFailed(
+            f"dvclive cannot write the training record ({err}); install dvclive with its "
+            "dependencies (pip install dvclive) and run again"
+        ) from err
+
+
 def write_history_csv(history: list[dict[str, float]], path: Path) -> None:
     """One row per step, one column per metric (the figures' and `dvc plots`' input)."""
     keys = list(dict.fromkeys(k for row in history for k in row))
@@ -304,6 +318,7 @@ def run(params: Params) -> None:
     `train.processes` ranks; rank 0 writes the outputs."""
     if launched_ranks(params, params.train.processes, ["train"], "train.processes"):
         return
+    check_dvclive()
     world_size = world_from_env().size
     if world_size > params.train.problems_per_step:
         raise TrainingFailed(

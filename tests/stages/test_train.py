@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, run_in
+from conftest import ROOT, run_in, tiny_params
 
 from orchestry.algos.curriculum import schedule_problems
 from orchestry.algos.magrpo import sample_advantages
-from orchestry.algos.pg_update import Optimizers, update_agents
+from orchestry.algos.pg_update import Optimizers, TrainingFailed, update_agents
 from orchestry.algos.tree import rollout
 from orchestry.envs.code.problems import load_problem_dir
 from orchestry.params import parse_params
+from orchestry.stages import train
 from orchestry.stages.from_params import (
     advantage_settings,
     make_env,
@@ -211,3 +212,13 @@ def test_a_sequential_environment_acts_in_role_order_in_the_tree():
     with pytest.raises(ValueError, match="aligned"):
         cross = parse_params({"env": {"name": "code_review"}, "train": {"joint_mode": "cross"}})
         rollout(policy, env, problems, sampling_spec(cross), rollout_settings(cross))
+
+
+def test_a_machine_where_dvclive_cannot_write_fails_before_training(tmp_path, monkeypatch):
+    """The training record is written after the last step; a missing module must stop the stage
+    at its start (a 20-minute GPU run once trained and then lost its outputs this way)."""
+    monkeypatch.chdir(tmp_path)  # no prepared split here: the check must come first
+    monkeypatch.setitem(sys.modules, "dvclive", None)  # importing it raises ImportError
+    with pytest.raises(TrainingFailed, match="dvclive cannot write the training record"):
+        train.run(parse_params(tiny_params()))
+    assert not (tmp_path / "results").exists()
