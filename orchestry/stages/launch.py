@@ -28,16 +28,17 @@ def launch_processes(params: Params, processes: int, stage: Sequence[str], key: 
     """Run `python -m orchestry <stage...>` as `processes` data-parallel ranks under
     torch.distributed.run on this machine, and wait for them (TrainingFailed if they fail).
 
-    dvc and snakemake run the fixed `python -m orchestry train`: with `train.processes` (the params
-    `key`) > 1 that command becomes the launcher of the real ones. The ranks read these very params
-    (a temporary copy, so values this process was given on its command line carry over). Their stderr is copied
-    line by line to this process's log handlers: the ranks get no --log, since N processes opening
-    one log file for writing would truncate each other's lines.
+    dvc and snakemake run a stage's fixed command (`python -m orchestry train`, `... evaluate`):
+    with its params `key` (`train.processes`, `evaluate.processes`) > 1 that command becomes the
+    launcher of the real ones. The ranks read these very params (a temporary copy, so values this
+    process was given on its command line carry over). Their stderr is copied line by line to this
+    process's log handlers: the ranks get no --log, since N processes opening one log file for
+    writing would truncate each other's lines.
     """
     threads = max(1, len(os.sched_getaffinity(0)) // processes)  # torchrun's default is 1
     env = {"OMP_NUM_THREADS": str(threads), **os.environ}
     sinks = [h.stream for h in logging.getLogger().handlers if isinstance(h, logging.StreamHandler)]
-    with tempfile.TemporaryDirectory(prefix="orchestry-train-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="orchestry-ranks-") as tmp:
         params_file = Path(tmp) / "params.yaml"
         params_file.write_text(yaml.safe_dump(params.model_dump(mode="json"), sort_keys=False))
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
