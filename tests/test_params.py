@@ -48,6 +48,10 @@ def test_repo_params_are_valid_and_schema_file_is_current():
         ),
         ({"model": {"dtype": "int3"}}, "'float32', 'bfloat16', 'float16' or 'auto'"),
         ({"model": {"agents": ["a", "a"]}}, "agent names must be unique"),
+        (
+            {"beam": {"judge_weight": -1}},
+            "beam.judge_weight: Input should be greater than or equal to 0",
+        ),
     ],
 )
 def test_bad_values_name_the_key(data, needle):

@@ -7,19 +7,25 @@ value (the code env runs the tests in the sandbox); the `width` best of the turn
 as the beam. Later turns revise: agent a in beam state s is asked again with its own history plus the
 environment's feedback on s. A task stops once a candidate reaches `success`.
 
+Optionally a judge adds to the grounded value: with `judge_weight` w > 0 and a judge (task, joint
+action -> score in [0, 1], e.g. Claude), a candidate's value is `outcome.total + w * score` (an
+unanswered judge counts 0); the beam and the best are kept by it. The early stop, the outcome and
+the rows' return stay grounded: the judge ranks, it never changes a metric.
+
 All tasks advance turn by turn together: one generate call per agent position (agents at once: one
 call; a sequential env: one per agent in role order, each sample seeing the earlier agents' actions),
 then ONE `env.score` call for every task's candidates (the sandbox runs the batch in parallel).
 
 `best_of` is the baseline at the same budget: M independent joint samples per task drawn as the team
-protocol draws them (aligned, or in role order), scored in one call, the best kept.
+protocol draws them (aligned, or in role order), scored in one call, the best kept (by the same value,
+judge included: the same verifier for both).
 """
 
 from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +35,9 @@ from orchestry.envs.base import Env, Outcome, Turn
 Histories = dict[str, tuple[Turn, ...]]
 Leaf = tuple[int, ...]
 """A joint candidate: the index of each agent's sample (in role order)."""
+JointJudge = Callable[[Any, Mapping[str, str]], float | None]
+"""(task, action by agent) -> a score in [0, 1] of how well the joint action solves the task, or
+None when the judge gave no answer (counted as 0)."""
 
 
 @dataclass(frozen=True)
@@ -39,10 +48,13 @@ class BeamSettings:
     success: float | None  # stop a task once a candidate's total >= this (None: never early)
     max_joint: int  # most joint candidates scored per expanded state
     seed: int  # drives the max_joint cut
+    judge_weight: float = 0.0  # w: a candidate's value is total + w * judge score (0: total alone)
 
     def __post_init__(self) -> None:
         if min(self.width, self.k, self.turns, self.max_joint) < 1:
             raise ValueError(f"beam: width, k, turns and max_joint must be >= 1: {self}")
+        if self.judge_weight < 0:
+            raise ValueError(f"beam: judge_weight must be >= 0: {self}")
 
 
 @dataclass
@@ -50,7 +62,7 @@ class Search:
     """The result for one task (one independent search)."""
 
     task: Any
-    actions: dict[str, str]  # best joint action found (by total; ties: earliest)
+    actions: dict[str, str]  # best joint action found (by value; ties: earliest)
     outcome: Outcome  # its outcome (from the same env.score call, not rescored)
     texts: dict[str, str]  # the agents' raw texts of that candidate's last turn
     turns: int  # turns used
@@ -59,6 +71,8 @@ class Search:
     new_tokens: int  # tokens generated for this task
     seconds: float  # this task's share of generation wall time
     trace: list[dict[str, Any]]  # per turn: candidates scored, kept candidates' totals, best
+    judge: float | None = None  # the judge's score of `actions` (None: not judged or no answer)
+    value: float | None = None  # the value it was ranked by, total + w * judge (None: no judge)
 
 
 @dataclass
@@ -69,6 +83,8 @@ class _State:
     texts: dict[str, str]
     actions: dict[str, str]
     outcome: Outcome | None = None
+    judge: float | None = None  # the judge's score (None: not judged, or no answer)
+    value: float | None = None  # total + w * judge when judged (None: ranked by the total alone)
 
     def next_history(self, env: Env) -> Histories:
         """Each agent's history for revising this candidate: + its answer and the feedback."""
@@ -91,6 +107,7 @@ class _Progress:
     new_tokens: int = 0
     seconds: float = 0.0
     trace: list[dict[str, Any]] = field(default_factory=list)
+    top_total: float = float("-inf")  # the highest grounded total so far (the early stop's)
     done: bool = False
 
     def result(self) -> Search:
@@ -107,6 +124,8 @@ class _Progress:
             self.new_tokens,
             self.seconds,
             self.trace,
+            best.judge,
+            best.value,
         )
 
 
@@ -195,9 +214,15 @@ def _sample(gen: Generator, env: Env, expansions: list[_Expansion], sampling: Sa
 
 
 def _turn(
-    gen: Generator, env: Env, expansions: list[_Expansion], sampling: SamplingSpec
+    gen: Generator,
+    env: Env,
+    expansions: list[_Expansion],
+    sampling: SamplingSpec,
+    judge: JointJudge | None,
+    judge_weight: float,
 ) -> dict[int, list[_State]]:
-    """Sample and score one turn; returns each task's candidates (scored states, earliest first)."""
+    """Sample and score one turn, and judge it when w > 0; returns each task's candidates (scored
+    states, earliest first)."""
     _sample(gen, env, expansions, sampling)
     states: list[tuple[_Progress, _State]] = [
         (e.owner, _State(e.history, *e.partial[leaf])) for e in expansions for leaf in e.leaves
@@ -208,32 +233,47 @@ def _turn(
     per_task: dict[int, list[_State]] = {}
     for (p, s), outcome in zip(states, outcomes, strict=True):
         s.outcome = outcome
+        if judge is not None and judge_weight > 0:
+            s.judge = judge(p.task, s.actions)
+            s.value = outcome.total + judge_weight * (s.judge if s.judge is not None else 0.0)
         per_task.setdefault(id(p), []).append(s)
     return per_task
 
 
 def _keep(p: _Progress, candidates: list[_State], width: int, turn: int, expanded: int) -> None:
-    """The turn's `width` best candidates become the beam; the best so far is updated."""
-    ranked = sorted(candidates, key=lambda s: -_total(s))  # stable: ties keep the earliest
+    """The turn's `width` best candidates (by value) become the beam; the best so far is updated."""
+    ranked = sorted(candidates, key=lambda s: -_value(s))  # stable: ties keep the earliest
     p.beam = ranked[:width]
-    if p.best is None or _total(ranked[0]) > _total(p.best):
+    if p.best is None or _value(ranked[0]) > _value(p.best):
         p.best = ranked[0]
+    p.top_total = max(p.top_total, *(_total(s) for s in candidates))
     p.turns = turn
     p.candidates += len(candidates)
-    p.trace.append(
-        {
-            "turn": turn,
-            "expanded": expanded,
-            "candidates": len(candidates),
-            "kept": [_total(s) for s in p.beam],
-            "best": _total(p.best),
-        }
-    )
+    row: dict[str, Any] = {
+        "turn": turn,
+        "expanded": expanded,
+        "candidates": len(candidates),
+        "kept": [_total(s) for s in p.beam],
+        "best": _total(p.best),
+    }
+    if ranked[0].value is not None:  # judged: the kept candidates' judge scores beside their totals
+        row["judge"] = [s.judge for s in p.beam]
+    p.trace.append(row)
 
 
 def _total(s: _State) -> float:
     assert s.outcome is not None
     return s.outcome.total
+
+
+def _value(s: _State) -> float:
+    """What candidates are ranked by: the grounded total, plus the judge's term when judged."""
+    return s.value if s.value is not None else _total(s)
+
+
+def _check_judge(judge: JointJudge | None, judge_weight: float) -> None:
+    if judge_weight > 0 and judge is None:
+        raise ValueError(f"judge_weight {judge_weight} > 0 needs a judge; pass one or set it to 0")
 
 
 def beam_search(
@@ -242,8 +282,11 @@ def beam_search(
     tasks: Sequence[Any],
     settings: BeamSettings,
     sampling: SamplingSpec,
+    judge: JointJudge | None = None,
 ) -> list[Search]:
-    """One independent beam search per task, all tasks advancing turn by turn together."""
+    """One independent beam search per task, all tasks advancing turn by turn together; `judge`
+    adds to the ranking value when `settings.judge_weight` > 0."""
+    _check_judge(judge, settings.judge_weight)
     agents = env.roles.agents
     rng = random.Random(settings.seed)
     root = {a: () for a in agents}
@@ -261,10 +304,10 @@ def beam_search(
             for p in active
             for s in p.beam
         ]
-        per_task = _turn(gen, env, expansions, sampling)
+        per_task = _turn(gen, env, expansions, sampling, judge, settings.judge_weight)
         for p in active:
             _keep(p, per_task[id(p)], settings.width, turn, len(p.beam))
-            reached = settings.success is not None and _total(p.best) >= settings.success  # type: ignore[arg-type]
+            reached = settings.success is not None and p.top_total >= settings.success
             p.done = reached or turn == settings.turns
     return [p.result() for p in progress]
 
@@ -276,11 +319,15 @@ def best_of(
     budgets: Sequence[int],
     sampling: SamplingSpec,
     seed: int,
+    judge: JointJudge | None = None,
+    judge_weight: float = 0.0,
 ) -> list[Search]:
     """`budgets[i]` independent joint samples for task i, drawn as the team protocol draws them
-    (aligned i-th samples; a sequential env in role order), all scored in one call, the best kept.
-    `seed` is accepted for symmetry with `BeamSettings`: nothing here draws (ties: earliest)."""
+    (aligned i-th samples; a sequential env in role order), all scored in one call, the best kept
+    (by the beam's value: give it the beam's judge and weight). `seed` is accepted for symmetry
+    with `BeamSettings`: nothing here draws (ties: earliest)."""
     del seed
+    _check_judge(judge, judge_weight)
     if len(budgets) != len(tasks) or any(b < 1 for b in budgets):
         raise ValueError(f"best_of: need one budget >= 1 per task, got {list(budgets)}")
     agents = env.roles.agents
@@ -289,14 +336,16 @@ def best_of(
         _Expansion(p, {a: () for a in agents}, [(i,) * len(agents) for i in range(m)])
         for p, m in zip(progress, budgets, strict=True)
     ]
-    per_task = _turn(gen, env, expansions, sampling)
+    per_task = _turn(gen, env, expansions, sampling, judge, judge_weight)
     for p in progress:
         _keep(p, per_task[id(p)], 1, 1, 1)
     return [p.result() for p in progress]
 
 
 def search_rows(method: str, searches: Sequence[Search], sample: int) -> list[dict[str, Any]]:
-    """One row per search, shaped as `eval/protocols.score_rows` builds them (metrics read these)."""
+    """One row per search, shaped as `eval/protocols.score_rows` builds them (metrics read these):
+    the return is the grounded outcome's; a judged search also records the judge's score and the
+    value it was ranked by under `search`."""
     return [
         {
             "method": method,
@@ -306,12 +355,19 @@ def search_rows(method: str, searches: Sequence[Search], sample: int) -> list[di
             "seconds": s.seconds,
             "new_tokens": s.new_tokens,
             **s.outcome.record,
-            "search": {
-                "turns": s.turns,
-                "candidates": s.candidates,
-                "completions": s.completions,
-                "trace": s.trace,
-            },
+            "search": _search_record(s),
         }
         for s in searches
     ]
+
+
+def _search_record(s: Search) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "turns": s.turns,
+        "candidates": s.candidates,
+        "completions": s.completions,
+        "trace": s.trace,
+    }
+    if s.value is not None:
+        record |= {"judge": s.judge, "value": s.value}
+    return record

@@ -1,17 +1,20 @@
-"""Prompt-as-policy learning (GEPA-style): the agents' system prompts are what learns.
+"""Prompt-as-policy learning (GEPA): the agents' system prompts are what learns.
 
 For a team whose weights cannot change (API models), the learnable state is a short list of
-instructions per agent, appended to its system message (`Prompted`). Each round of `learn`:
+instructions per agent, appended to its system message (`Prompted`). The search is GEPA's engine
+(PyPI `gepa`, Agrawal et al. 2025) behind our contracts (`prompt_gepa`); each round of `learn`:
 
-1. a parent is picked from the Pareto front of the accepted candidates (scored per task on a fixed
-   Pareto set of train tasks): the best mean, or with probability `explore` a random front member;
-2. the parent team runs `samples` joint samples on a fresh minibatch of train tasks (`run_episodes`);
+1. a parent is picked among the accepted candidates, scored per task on a fixed Pareto set of
+   train tasks (GEPA's validation set): the best mean, or with probability `explore` a member of
+   GEPA's per-task Pareto front;
+2. the parent team runs `samples` joint samples on a minibatch of train tasks (GEPA's epoch-
+   shuffled sampler; `run_episodes`);
 3. a reflector LLM reads the batch's best and worst episodes with their reward parts and the
    environment's notes (`prompt_reflect.reflection_messages`) and proposes one new instruction per
    agent (`prompt_reflect.parse_rules`);
 4. the child (parent's rules + the new ones, at most `max_rules` each, oldest dropped) runs on the
-   same minibatch; it is accepted iff its mean total beats the parent's, then scored on the Pareto
-   set and kept. The accepted instructions form the behaviour library.
+   same minibatch; GEPA accepts it iff its total beats the parent's, then scores it on the Pareto
+   set and keeps it. The accepted instructions form the behaviour library.
 
 `save` writes the best candidate's rules with the whole search (prompts.json) and the library
 (library.json); `load_rules` reads the rules back for evaluation.
@@ -27,9 +30,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import gepa
+from gepa.utils.stop_condition import MaxCandidateProposalsStopper
+
 from orchestry import io
 from orchestry.agents.base import Generation, Generator, GenRequest, SamplingSpec
-from orchestry.algos.prompt_reflect import propose
+from orchestry.algos.prompt_gepa import (
+    ExploreFront,
+    RoundLog,
+    TeamAdapter,
+    decode,
+)
 from orchestry.envs.base import Env, Outcome
 
 log = logging.getLogger("orchestry.algos.prompt_policy")
@@ -201,29 +212,6 @@ class Candidate:
         return sum(self.scores.values()) / len(self.scores) if self.scores else 0.0
 
 
-def _dominates(a: Candidate, b: Candidate) -> bool:
-    tasks = set(a.scores) | set(b.scores)
-    low = float("-inf")
-    pairs = [(a.scores.get(t, low), b.scores.get(t, low)) for t in tasks]
-    return all(x >= y for x, y in pairs) and any(x > y for x, y in pairs)
-
-
-def pareto_front(cands: Sequence[Candidate]) -> list[int]:
-    """Ids of the candidates no other candidate dominates (>= on every task and > on one), in
-    order; a task a candidate was not scored on counts as its worst."""
-    return [c.id for c in cands if not any(_dominates(o, c) for o in cands if o is not c)]
-
-
-def child_rules(parent: Rules, new: Mapping[str, str], max_rules: int) -> Rules:
-    """The parent's rules with each agent's new instruction appended, the oldest dropped beyond
-    `max_rules`; agents without a new one keep theirs."""
-    out = {a: list(r) for a, r in parent.items()}
-    for agent, rule in new.items():
-        kept = [*out.get(agent, []), rule]
-        out[agent] = kept[-max_rules:]
-    return out
-
-
 @dataclass
 class PolicyState:
     """The search so far: every accepted candidate, the best one, the library and the round log."""
@@ -274,8 +262,8 @@ def learn(
     reflect_sampling: SamplingSpec,
     progress: Callable[[int, int], None] | None = None,
 ) -> PolicyState:
-    """Search the agents' instructions for `settings.rounds` rounds (module doc); `progress(done,
-    total)` is called after each round."""
+    """Search the agents' instructions for `settings.rounds` rounds with GEPA's engine (module
+    doc); `progress(done, total)` is called after each round."""
     if not tasks:
         raise ValueError("learn needs at least one task")
     agents = env.roles.agents
@@ -284,74 +272,70 @@ def learn(
     order = list(range(len(tasks)))
     rng.shuffle(order)
     pareto = order[: settings.pareto_tasks]
-    state = PolicyState()
+    selector = ExploreFront(settings.explore, rng)
+    log_ = RoundLog(ids, settings.rounds, selector, progress)
 
-    def episodes(rules: Rules, picked: Sequence[int]) -> list[Episode]:
-        eps = run_episodes(
-            Prompted(team, rules), env, [tasks[i] for i in picked], settings.samples, sampling
-        )
-        state.team_tokens += sum(e.new_tokens for e in eps)
-        return eps
+    def run(rules: Rules, batch: Sequence[Any]) -> list[Episode]:
+        return run_episodes(Prompted(team, rules), env, batch, settings.samples, sampling)
 
-    def pareto_scores(rules: Rules) -> dict[str, float]:
-        eps = episodes(rules, pareto)
-        n = settings.samples
-        return {ids[i]: mean_total(eps[k * n : (k + 1) * n]) for k, i in enumerate(pareto)}
-
-    state.candidates.append(Candidate(0, None, 0, {}, pareto_scores({})))
-    for r in range(1, settings.rounds + 1):
-        front = [state.candidate(i) for i in pareto_front(state.candidates)]
-        explore = rng.random() < settings.explore
-        parent = rng.choice(front) if explore else _best_of(front)
-        picked = rng.sample(range(len(tasks)), min(settings.minibatch, len(tasks)))
-        parent_eps = episodes(parent.rules, picked)
-        parent_mean = mean_total(parent_eps)
-        proposed, texts, tokens = propose(
-            reflector, parent_eps, agents, parent.rules, reflect_sampling
-        )
-        state.reflector_tokens += tokens
-        row: dict[str, Any] = {
-            "round": r,
-            "parent": parent.id,
-            "explore": explore,
-            "minibatch": [ids[i] for i in picked],
-            "parent_mean": parent_mean,
-            "child_mean": None,
-            "accepted": False,
-            "proposals": texts,
-            "parsed": proposed,
-        }
-        if proposed:
-            rules = child_rules(parent.rules, proposed, settings.max_rules)
-            child_mean = mean_total(episodes(rules, picked))
-            row.update(child_mean=child_mean, accepted=child_mean > parent_mean)
-            if row["accepted"]:
-                child = Candidate(len(state.candidates), parent.id, r, rules, pareto_scores(rules))
-                state.candidates.append(child)
-                state.library += [
-                    {
-                        "agent": agent,
-                        "text": rule,
-                        "round": r,
-                        "candidate": child.id,
-                        "parent_mean": parent_mean,
-                        "child_mean": child_mean,
-                    }
-                    for agent, rule in proposed.items()
-                ]
+    adapter = TeamAdapter(
+        run, settings.samples, reflector, env, settings.max_rules, reflect_sampling, log_
+    )
+    result = gepa.optimize(
+        seed_candidate={a: "" for a in agents},
+        trainset=list(tasks),
+        valset=[tasks[i] for i in pareto],
+        adapter=adapter,
+        candidate_selection_strategy=selector,
+        module_selector="all",  # one instruction per agent each round
+        reflection_minibatch_size=min(settings.minibatch, len(tasks)),
+        skip_perfect_score=False,
+        stop_callbacks=MaxCandidateProposalsStopper(settings.rounds),
+        callbacks=[log_],
+        track_best_outputs=False,
+        seed=settings.seed,
+        logger=_GepaLog(),
+    )
+    for row in log_.rows:
         log.info(
-            "round %d: parent %d (%.3f), child %s, %s",
-            r,
-            parent.id,
-            parent_mean,
+            "round %d: parent %d (%s), child %s, %s",
+            row["round"],
+            row["parent"],
+            "-" if row["parent_mean"] is None else f"{row['parent_mean']:.3f}",
             "none parsed" if row["child_mean"] is None else f"{row['child_mean']:.3f}",
             "accepted" if row["accepted"] else "rejected",
         )
-        state.rounds.append(row)
-        if progress is not None:
-            progress(r, settings.rounds)
+    state = PolicyState(rounds=log_.rows, team_tokens=log_.team_tokens)
+    state.reflector_tokens = log_.reflector_tokens
+    for idx, cand in enumerate(result.candidates):
+        parent = next((p for p in result.parents[idx] if p is not None), None)
+        scores = {ids[pareto[k]]: float(s) for k, s in result.val_subscores[idx].items()}
+        state.candidates.append(
+            Candidate(idx, parent, log_.made_in.get(idx, 0), decode(cand), scores)
+        )
+    for row in log_.rows:
+        if row["accepted"]:
+            child = next(i for i, r in log_.made_in.items() if r == row["round"])
+            state.library += [
+                {
+                    "agent": agent,
+                    "text": rule,
+                    "round": row["round"],
+                    "candidate": child,
+                    "parent_mean": row["parent_mean"],
+                    "child_mean": row["child_mean"],
+                }
+                for agent, rule in row["parsed"].items()
+            ]
     state.best = _best_of(state.candidates).id
     return state
+
+
+class _GepaLog:
+    """GEPA's logger, into this module's log at debug level."""
+
+    def log(self, message: str) -> None:
+        log.debug("gepa: %s", message)
 
 
 def save(state: PolicyState, prompts_path: Path, library_path: Path) -> None:

@@ -1,7 +1,8 @@
 """The `prompt_policy` and `beam` sections of params.yaml: methods for teams whose weights do not change.
 
-- `prompt_policy` learns each agent's system prompt on the train split (algos/prompt_policy.py): a
-  reflector reads the best and worst episodes and proposes instructions, kept on a Pareto front.
+- `prompt_policy` learns each agent's system prompt on the train split (algos/prompt_policy.py, on
+  GEPA's engine): a reflector reads the best and worst episodes and proposes instructions, kept on a
+  Pareto front.
 - `beam` searches joint multi-turn trajectories on the test split (algos/beam.py), against best-of-M
   sampling at the same number of generated completions.
 
@@ -30,7 +31,8 @@ class PromptPolicyParams(Section):
         0.2,
         ge=0.0,
         le=1.0,
-        description="Chance of taking a random Pareto-front candidate as the parent, not the best.",
+        description="Chance of taking a member of GEPA's per-task Pareto front as the parent, not "
+        "the best mean.",
     )
     max_rules: int = Field(3, ge=1, description="Most learned instructions kept per agent.")
     reflector: Literal["local", "claude"] = Field(
@@ -64,4 +66,11 @@ class BeamParams(Section):
     )
     searches: int = Field(
         1, ge=1, description="Independent searches per test task (the rows' samples)."
+    )
+    judge_weight: float = Field(
+        0.0,
+        ge=0.0,
+        description="Weight of Claude's judge of a joint answer in the value candidates are ranked "
+        "by (beam and best-of-M alike): reward + weight x score in [0, 1]; 0 = off (the "
+        "environment's reward alone). The rows' return stays the reward.",
     )

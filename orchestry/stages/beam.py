@@ -6,7 +6,9 @@ reward (the code task runs the tests in the sandbox), the `width` best are kept 
 environment's feedback. Best-of-M then draws, per task and search, as many independent joint samples
 as the beam generated completions per agent (the same token budget up to prompt length) and keeps the
 best by the same reward. Both pick with the environment's reward, i.e. a verifier that sees the tests:
-they compare with each other, not with the other methods' pass@1 (results.md says so).
+they compare with each other, not with the other methods' pass@1 (results.md says so). With
+`beam.judge_weight` > 0 both also rank by Claude's judge of the joint answer (reward + weight x
+score); the rows keep the reward, and the judge's dollars count in the cost file.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from orchestry.envs.base import Env
 from orchestry.eval.records import write_method
 from orchestry.params import Params
 from orchestry.stages.from_params import (
+    beam_judge,
     make_env,
     make_generator,
     read_tasks,
@@ -40,6 +43,7 @@ def settings(params: Params, search: int) -> BeamSettings:
         success=b.success,
         max_joint=b.max_joint,
         seed=params.seed + search,
+        judge_weight=b.judge_weight,
     )
 
 
@@ -57,6 +61,7 @@ def run(params: Params) -> None:
     seed_everything(params.seed)
     env = search_env(params)
     gen = make_generator(params, list(env.roles.agents), paths.BEAM)
+    judge = beam_judge(params, env, gen, paths.BEAM)
     sampling, agents = sampling_spec(params), len(env.roles.agents)
     beam_rows, best_rows = [], []
     for i in range(params.beam.searches):
@@ -70,9 +75,9 @@ def run(params: Params) -> None:
             s.turns,
             len(tasks),
         )
-        found = beam_search(gen, env, tasks, s, sampling)
+        found = beam_search(gen, env, tasks, s, sampling, judge)
         budgets = [math.ceil(f.completions / agents) for f in found]
-        drawn = best_of(gen, env, tasks, budgets, sampling, s.seed)
+        drawn = best_of(gen, env, tasks, budgets, sampling, s.seed, judge, s.judge_weight)
         beam_rows += search_rows("beam", found, i)
         best_rows += search_rows("best_of", drawn, i)
     e = params.evaluate
@@ -83,6 +88,6 @@ def run(params: Params) -> None:
         {
             "beam_tokens": sum(r["new_tokens"] for r in beam_rows),
             "best_of_tokens": sum(r["new_tokens"] for r in best_rows),
-            "usd": spent_usd(gen),
+            "usd": spent_usd(gen, judge),
         },
     )

@@ -9,7 +9,8 @@ Stages call these so every stage turns the same params into the same objects.
 from __future__ import annotations
 
 import random
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from orchestry.agents.lora.team import LoraSpec, TeamPolicy
 from orchestry.algos.magrpo import AdvantageSettings
 from orchestry.algos.pg_update import OptimizerSettings, UpdateSettings
 from orchestry.algos.tree import ExpertFn, JudgeFn, RolloutSettings
-from orchestry.envs.base import Env, Roles
+from orchestry.envs.base import BaselineEnv, Env, Roles
 from orchestry.envs.code.env import CodeEnv
 from orchestry.envs.code.problems import read_problems
 from orchestry.envs.code.reward import RewardWeights
@@ -271,6 +272,34 @@ def claude_hooks(params: Params, out_dir: Path) -> tuple[ExpertFn | None, JudgeF
     return expert, judge
 
 
+@dataclass(frozen=True)
+class ClaudeJointJudge:
+    """`beam.judge_weight`'s judge: Claude's score in [0, 1] of how well a joint action solves the
+    task, the task shown as the environment gives it to one model alone (`solo_observe`, which
+    every environment has)."""
+
+    client: Any  # a ClaudeClient (`spent_usd` reads its dollars)
+    env: BaselineEnv
+
+    def __call__(self, task: Any, actions: Mapping[str, str]) -> float | None:
+        from orchestry.agents.claude.critics import judge_joint
+
+        solo = self.env.solo_observe(task)
+        task_text = "\n\n".join(m["content"] for m in solo if m["role"] == "user")
+        return judge_joint(self.client, task_text, actions)
+
+
+def beam_judge(params: Params, env: Env, gen: object, out_dir: Path) -> ClaudeJointJudge | None:
+    """The judge of `beam.judge_weight` > 0 (else None). It shares the Claude team's client when
+    `evaluate.backend` is claude (one budget, one ledger), else has its own beside `out_dir`."""
+    if params.beam.judge_weight <= 0:
+        return None
+    from orchestry.agents.claude.client import ClaudeClient
+
+    client = getattr(gen, "client", None) or ClaudeClient(claude_settings(params, out_dir))
+    return ClaudeJointJudge(client, env)  # type: ignore[arg-type]  # every env has solo_observe
+
+
 def make_generator(params: Params, agents: list[str], out_dir: Path):
     """Local base model + fresh adapters, or Claude agents when `evaluate.backend` is claude."""
     if params.evaluate.backend == "claude":
@@ -282,8 +311,9 @@ def make_generator(params: Params, agents: list[str], out_dir: Path):
     return make_policy(p)
 
 
-def spent_usd(*generators: object) -> float | None:
-    """Dollars the Claude generators among these spent (their clients' ledger totals); None when
-    none of them is Claude."""
-    spent = [g.client.spent_usd for g in generators if hasattr(g, "client")]
+def spent_usd(*users: object) -> float | None:
+    """Dollars the Claude generators (or judges) among these spent: their clients' ledger totals,
+    a client they share counted once; None when none of them uses Claude."""
+    clients = {id(u.client): u.client for u in users if hasattr(u, "client")}
+    spent = [c.spent_usd for c in clients.values()]
     return float(sum(spent)) if spent else None

@@ -33,6 +33,7 @@ from orchestry.agents.claude.critics import (
     OffSchema,
     expert_edits,
     judge_cooperation,
+    judge_joint,
     parse_json_object,
 )
 from orchestry.agents.claude.pricing import TokenUsage, usage_cost, worst_case_input_tokens
@@ -394,6 +395,28 @@ def test_judge_never_invents_a_score(harness: Harness) -> None:
     assert len(harness.server.requests) == 2 and client.calls == 2
     retry_prompt = harness.server.requests[1].body["messages"][0]["content"]
     assert "score 1.5 is outside [0, 1]" in retry_prompt
+
+
+def test_joint_judge_scores_the_answers_together(harness: Harness) -> None:
+    harness.server.enqueue(
+        message_reply('{"score": 0.9}'),
+        message_reply('{"score": 0.25, "reason": "main ignores aux."}'),
+        message_reply("great"),
+        message_reply('{"score": -1, "reason": "no"}'),
+    )
+    client = harness.client()
+
+    assert judge_joint(client, "Double then add one.", {**CODE, "main": "  "}) == 0.25
+    asked = harness.server.requests[0].body
+    assert "joint answer of a team" in asked["system"]
+    shown = asked["messages"][0]["content"]
+    assert shown.startswith("<task>\nDouble then add one.\n</task>")
+    assert f'<answer agent="aux">\n{CODE["aux"]}\n</answer>' in shown
+    assert '<answer agent="main">\n(empty)\n</answer>' in shown
+    assert "rejected: keys ['score']" in harness.server.requests[1].body["messages"][0]["content"]
+    assert judge_joint(client, "Double then add one.", CODE) is None  # never invented
+    with pytest.raises(ValueError, match="at least one agent"):
+        judge_joint(client, "t", {})
 
 
 @pytest.mark.parametrize(

@@ -239,6 +239,82 @@ def test_sequential_env_expands_in_role_order():
     assert [[r.n for r in call] for call in gen.calls] == [[3], [1, 1, 1]]
 
 
+def without_seconds(searches):
+    """The searches' fields but the wall time (which differs between runs)."""
+    return [{**vars(s), "seconds": None} for s in searches]
+
+
+def test_judge_weight_zero_is_the_search_without_a_judge():
+    calls = []
+
+    def judge(task, actions):
+        calls.append(actions)
+        return 1.0
+
+    def run(judge=None, **changes):
+        env, gen = WordEnv(), Scripted({"aux": ["a", "x", "b"], "main": ["b", "a", "y"]})
+        tasks = [Task("t", ("a", "b", "c")), Task("u", ("a",))]
+        chosen = settings(k=3, width=2, turns=2, max_joint=5, seed=3, **changes)
+        found = beam_search(gen, env, tasks, chosen, SAMPLING, judge)
+        drawn = best_of(gen, env, tasks, [3, 2], SAMPLING, 0, judge, chosen.judge_weight)
+        return found, drawn, env.seen, [[r.n for r in c] for c in gen.calls]
+
+    plain = run()
+    off = run(judge, judge_weight=0.0)
+    assert calls == []  # weight 0: the judge is never asked
+    assert [without_seconds(x) for x in plain[:2]] == [without_seconds(x) for x in off[:2]]
+    assert plain[2:] == off[2:]  # the same prompts and the same draws
+    rows = [search_rows("beam", found, 0) for found, *_ in (plain, off)]
+    assert [{**r, "seconds": 0} for r in rows[0]] == [{**r, "seconds": 0} for r in rows[1]]
+    assert all(
+        "judge" not in r["search"] and "judge" not in r["search"]["trace"][0] for r in rows[1]
+    )
+    with pytest.raises(ValueError, match="needs a judge"):
+        run(None, judge_weight=0.5)
+
+
+def test_a_judge_reranks_the_beam_and_the_best_but_not_the_return():
+    # totals: (a b, a b) 2, (x, y) 0, (a b, y) 1, (x, a b) 1; the judge likes main's "y" alone
+    task = Task("t", ("a", "b"))
+    calls = []
+
+    def judge(t, actions):
+        calls.append((t.id, dict(actions)))
+        return 1.0 if actions["main"] == "y" else (None if actions["aux"] == "x" else 0.0)
+
+    def run(judge=None, **changes):
+        env, gen = WordEnv(), Scripted({"aux": ["a b", "x"], "main": ["a b", "y"]})
+        chosen = settings(k=2, width=2, max_joint=4, **changes)
+        (s,) = beam_search(gen, env, [task], chosen, SAMPLING, judge)
+        return s, env
+
+    grounded, _ = run()
+    assert grounded.actions == {"aux": "a b", "main": "a b"} and grounded.trace[0]["kept"] == [2, 1]
+    judged, env = run(judge, judge_weight=1.5)
+    assert len(calls) == 4 and all(t == "t" for t, _ in calls)
+    # values: (a b, y) 1 + 1.5 = 2.5 > (a b, a b) 2 + 0 > (x, y) 0 + 1.5 > (x, a b) 1 + 0 (None: 0)
+    assert judged.actions == {"aux": "a b", "main": "y"}
+    assert judged.trace == [
+        {"turn": 1, "expanded": 1, "candidates": 4, "kept": [1, 2], "best": 1, "judge": [1.0, 0.0]}
+    ]
+    assert (judged.judge, judged.value) == (1.0, 2.5)
+    assert judged.outcome.total == 1 and any(judged.outcome is o for o in env.outcomes)
+    (row,) = search_rows("beam", [judged], 0)
+    assert row["reward"] == {"total": 1} and row["code"] == judged.actions  # the grounded return
+    assert (row["search"]["judge"], row["search"]["value"]) == (1.0, 2.5)
+    # the early stop stays grounded: (a b, a b) reached 2 at turn 1, though (a b, y) is kept best
+    stopped, _ = run(judge, judge_weight=1.5, turns=2, success=2.0)
+    assert stopped.turns == 1 and stopped.actions == {"aux": "a b", "main": "y"}
+    # best-of-M ranks by the same value: its aligned pairs are (a b, a b) 2 and (x, y) 0 + 3
+    env, gen = WordEnv(), Scripted({"aux": ["a b", "x"], "main": ["a b", "y"]})
+    (plain,) = best_of(gen, env, [task], [2], SAMPLING, 0)
+    env, gen = WordEnv(), Scripted({"aux": ["a b", "x"], "main": ["a b", "y"]})
+    (drawn,) = best_of(gen, env, [task], [2], SAMPLING, 0, judge, 3.0)
+    assert plain.actions == {"aux": "a b", "main": "a b"} and plain.value is None
+    assert drawn.actions == {"aux": "x", "main": "y"} and drawn.outcome.total == 0
+    assert search_rows("best_of", [drawn], 0)[0]["reward"] == {"total": 0}
+
+
 @pytest.fixture
 def one_torch_thread():
     """One intra-op thread: with the second core busy, two threads made generation ~60x slower."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,16 +12,15 @@ import pytest
 from conftest import ROOT
 
 from orchestry.agents.base import Generation, GenRequest, SamplingSpec
+from orchestry.algos.prompt_gepa import ExploreFront, child_rules, decode, encode
 from orchestry.algos.prompt_policy import (
     RULES_HEADER,
     Candidate,
     Episode,
     Prompted,
     PromptPolicySettings,
-    child_rules,
     learn,
     load_rules,
-    pareto_front,
     run_episodes,
     save,
 )
@@ -143,23 +143,31 @@ reviewer said aux is fine
     assert parse_rules("no instructions at all", AGENTS) == {}
 
 
-def test_pareto_front_keeps_the_undominated():
-    def cand(i: int, *scores: float) -> Candidate:
-        return Candidate(i, None, 0, {}, {f"t{k}": s for k, s in enumerate(scores)})
+class FrontState:
+    """What GEPA's state shows a candidate selector: mean scores and the per-task front."""
 
-    cands = [
-        cand(0, 0, 0, 0),
-        cand(1, 1, 0, 0),
-        cand(2, 0, 1, 0),
-        cand(3, 1, 0, 0),
-        cand(4, 1, 1, 0),
-    ]
-    assert pareto_front(cands) == [4]  # 4 is >= everyone, > on some task for each
-    cands.append(cand(5, 0, 0, 2))
-    assert pareto_front(cands) == [4, 5]
-    ties = [cand(0, 1, 0), cand(1, 1, 0)]
-    assert pareto_front(ties) == [0, 1]  # equal scores dominate neither
-    assert cands[4].mean == pytest.approx(2 / 3)
+    def __init__(self, means: list[float], front: dict[int, set[int]]) -> None:
+        self.program_full_scores_val_set = self.per_program_tracked_scores = means
+        self.front = front
+
+    def get_pareto_front_mapping(self) -> dict[int, set[int]]:
+        return self.front
+
+
+def test_explore_front_takes_the_best_mean_or_explores_the_front():
+    state = FrontState([0.0, 0.5, 0.5, 0.2], {0: {1}, 1: {2}, 2: {3}})
+    assert ExploreFront(0.0, random.Random(0)).select_candidate_idx(state) == 1  # earliest of ties
+    explorer = ExploreFront(1.0, random.Random(0))
+    picks = {explorer.select_candidate_idx(state) for _ in range(40)}
+    assert picks == {1, 2, 3} and explorer.explored  # front members only, never 0
+    assert Candidate(4, None, 0, {}, {"t0": 1.0, "t1": 0.0, "t2": 1.0}).mean == pytest.approx(2 / 3)
+
+
+def test_rules_travel_through_gepa_as_one_text_per_agent():
+    rules = {"aux": ["Name it aux.", "Return   a value."], "main": []}
+    text = {a: encode(r) for a, r in rules.items()}
+    assert text == {"aux": "Name it aux.\nReturn a value.", "main": ""}
+    assert decode(text) == {"aux": ["Name it aux.", "Return a value."]}
 
 
 def test_prompted_extends_or_inserts_the_system_message():

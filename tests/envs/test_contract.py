@@ -1,5 +1,7 @@
 """The environment contract (orchestry/envs/base.py): every environment passes `check_env`."""
 
+from types import SimpleNamespace
+
 import pytest
 from conftest import ROOT
 
@@ -81,6 +83,28 @@ def test_every_other_environment_passes_the_contract(env: Env, task, texts):
     # a written joint action earns more than the empty one, and its rows are text rows
     assert outcomes[0].total > outcomes[1].total >= 0.0
     assert "correct" not in outcomes[0].record and outcomes[0].record["text"]
+
+
+@pytest.mark.parametrize("env,task,texts", [*code_env_cases(), *text_env_cases()])
+def test_every_environment_shows_the_beam_judge_its_task(env: Env, task, texts):
+    """`beam.judge_weight`'s judge reads the task as one model alone is given it (`solo_observe`)."""
+    from orchestry.stages.from_params import ClaudeJointJudge
+
+    class Client:  # answers as Claude would; keeps what it was asked
+        def __init__(self) -> None:
+            self.asked: list[str] = []
+
+        def complete(self, system, messages, max_tokens=None, **_):
+            self.asked.append(messages[0]["content"])
+            return SimpleNamespace(text='{"score": 0.5, "reason": "ok"}', stop_reason="end_turn")
+
+    client = Client()
+    actions = {a: env.act(task, a, t) for a, t in texts.items()}
+    assert ClaudeJointJudge(client, env)(task, actions) == 0.5  # type: ignore[arg-type]
+    (shown,) = client.asked
+    task_part = shown.split("</task>")[0]
+    assert len(task_part.strip()) > len("<task>") + 20
+    assert all(f'<answer agent="{a}">' in shown for a in env.roles.agents)
 
 
 def test_the_contract_check_can_fail():

@@ -1,5 +1,6 @@
 """Claude as a critic: edit suggestions for each agent (`expert_edits`), a cooperation score
-(`judge_cooperation`) and a story's quality (`judge_story`, the story env's judge).
+(`judge_cooperation`), a story's quality (`judge_story`, the story env's judge) and how well a
+team's joint answer solves its task (`judge_joint`, beam search's optional judge).
 
 Each asks for a JSON reply checked against a schema; an off-schema reply is asked again once with
 the reason, and a second one gives None. API errors (`ClaudeCallFailed`, `BudgetExceeded`) from
@@ -186,3 +187,34 @@ def judge_story(client: ClaudeClient, prompt_template: str, theme: str, story: s
         parse_score,
         "judge_story",
     )
+
+
+JOINT_JUDGE_SYSTEM = (
+    "You judge the joint answer of a team of agents to one task: each agent wrote its own part, "
+    "and the parts together are the team's answer. You judge the whole: whether the parts fit "
+    "together and solve the task as asked. You are strict and consistent. You reply with a single "
+    "JSON object and nothing else."
+)
+
+
+def judge_joint(client: ClaudeClient, task_text: str, answers: Mapping[str, str]) -> float | None:
+    """How well the agents' answers together solve the task, in [0, 1] from Claude; None after
+    two off-schema/out-of-range replies.
+
+    `task_text`: the task as one model alone is given it; `answers`: each agent's answer (its
+    action), shown in this order. API errors (`ClaudeCallFailed`, `BudgetExceeded`) propagate; a
+    score is never invented.
+    """
+    if not answers:
+        raise ValueError("judge_joint needs the answer of at least one agent")
+    shown = "\n\n".join(
+        f'<answer agent="{agent}">\n{answer.strip() or "(empty)"}\n</answer>'
+        for agent, answer in answers.items()
+    )
+    user_text = (
+        f"<task>\n{task_text.strip()}\n</task>\n\nThe agents' answers:\n\n{shown}\n\n"
+        "Score from 0 to 1 how well these answers together solve the task: 0 when they do not "
+        "solve it at all (missing, wrong or not fitting together), 1 when together they solve it "
+        f"completely and correctly. {SCORE_REPLY}"
+    )
+    return _ask_json(client, JOINT_JUDGE_SYSTEM, user_text, parse_score, "judge_joint")
