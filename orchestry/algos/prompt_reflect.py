@@ -148,14 +148,29 @@ def parse_rules(text: str, agents: Sequence[str]) -> dict[str, str]:
     return out
 
 
+ECHOES = (
+    "good episode",
+    "poor episode",
+    "reward parts",
+    "notes from the environment",
+    "instructions each agent follows",
+    "write one new",
+    "write exactly one",
+    "the team:",
+)
+"""How the reflector's own prompt begins its lines (`reflection_messages`): a line that begins so is
+an echo of the prompt, often with other task names or numbers, never an instruction."""
+
+
 def first_instruction(text: str, shown: str = "") -> str:
-    """The first line of prose in a bare answer, cleaned; code, fences, headings and lines copied
-    from what the reflector was `shown` are skipped."""
+    """The first line of prose in a bare answer, cleaned; code, fences, headings, lines copied
+    from what the reflector was `shown` and lines shaped like the prompt's own (`ECHOES`) are
+    skipped."""
     for line in text.splitlines():
         line = re.sub(_LEAD, "", line).strip(_STRIP)
         if len(line.split()) < 3 or line.startswith(("def ", "import ", "return ", "```", "#")):
             continue
-        if line in shown:  # a small model often echoes its prompt
+        if line in shown or line.lower().startswith(ECHOES):  # a small model echoes its prompt
             continue
         line = re.sub(r"\*\*|__|`", "", line)
         return re.sub(r"\s+", " ", line)[:RULE_CHARS].rstrip()

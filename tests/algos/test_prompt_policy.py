@@ -305,6 +305,10 @@ def test_a_reflector_that_drops_the_agent_form_is_asked_per_agent():
     assert first_instruction("ok\n1. **Use** `aux` always.") == "Use aux always."
     echo = "The team: aux, main. Episodes follow."
     assert first_instruction(f"{echo}\nCall aux first.", shown=f"x\n{echo}\ny") == "Call aux first."
+    # an echo of the prompt's own lines with another task or number in it (seen on a GPU run)
+    made_up = "### Good episode 1 (task coop/primes_above, total reward 0)\nReward parts: tests=0"
+    assert first_instruction(f"{made_up}\nCall aux first.", shown="") == "Call aux first."
+    assert first_instruction("Write one new short instruction for main (one sentence).") == ""
 
 
 def test_load_rules_names_a_bad_file(tmp_path: Path):
