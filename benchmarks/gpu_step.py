@@ -13,6 +13,8 @@ each between CUDA synchronisations. Each variant runs in a process of its own:
   pays for compilation (the compile cache, where there is one, is shared);
 - `ours_peft_update`: as `ours` with the update through peft, one forward and backward per adapter
   (the path before `agents/lora/written_update.py`), to compare in the same run;
+- `ours_eager_update`: as `ours` with the written-out update run eagerly, not replayed from CUDA
+  graphs (the path before `agents/lora/graph_update.py`);
 - `ours_ahead1`, `ours_ahead2`, `ours_ahead4`: as `ours` with `train.rollouts_ahead` 1, 2 and 4
   (the next steps generated while worker threads score in the sandbox; `algos/rollout_queue.py`);
 - `nf4`: as `ours` with `model.quantization=4bit` (bitsandbytes NF4 base, bf16 adapters);
@@ -56,6 +58,7 @@ VARIANTS = (
     "ours",
     "ours_warm",
     "ours_peft_update",
+    "ours_eager_update",
     "ours_ahead1",
     "ours_ahead2",
     "ours_ahead4",
@@ -179,6 +182,10 @@ def run_ours(job: dict[str, Any]) -> dict[str, Any]:
 
     if job["variant"] == "ours_peft_update":
         policy.update_path = "peft"
+    if job["variant"] == "ours_eager_update":
+        from orchestry.agents.lora import graph_update
+
+        graph_update.RECORD = False
     spans: dict[str, list[tuple[float, float]]] = {name: [] for name in phases}
     policy.generate = timed(counted_generate, phases["generation"], sync, spans["generation"])
     # the sandbox runs no GPU work and, with rollouts ahead, on a worker thread while a later
@@ -420,6 +427,7 @@ def write(report: dict[str, Any], out: Path) -> None:
     nf4 = report["variants"].get("nf4", {})
     warm = report["variants"].get("ours_warm", {})
     peft = report["variants"].get("ours_peft_update", {})
+    eager = report["variants"].get("ours_eager_update", {})
     steps_ours, steps_theirs = ours.get("step_seconds"), theirs.get("step_seconds")
     report.update(
         step_seconds=steps_ours,
@@ -439,6 +447,10 @@ def write(report: dict[str, Any], out: Path) -> None:
         peft_update_step_seconds=peft.get("step_seconds"),
         peft_update_seconds=peft.get("update_seconds"),
         peft_update_gpu_util=peft.get("gpu_util"),
+        eager_update_step_seconds=eager.get("step_seconds"),
+        eager_update_seconds=eager.get("update_seconds"),
+        eager_update_gpu_util=eager.get("gpu_util"),
+        eager_update_gpu_util_by_phase=eager.get("gpu_util_by_phase"),
         **{
             f"ahead{k}_{key}": report["variants"].get(f"ours_ahead{k}", {}).get(key)
             for k in AHEAD.values()

@@ -58,20 +58,43 @@ def turn_return(reward: float, child_returns: Sequence[float], gamma: float) -> 
     return reward + gamma * sum(child_returns) / len(child_returns)
 
 
+LogprobReduction = Literal["sum", "token_mean"]
+
+
+def reduced_logprobs(
+    logprob_sums: torch.Tensor, token_counts: torch.Tensor, reduction: LogprobReduction
+) -> torch.Tensor:
+    """Each completion's log pi: the sum over its tokens, or (`token_mean`) that sum / its length."""
+    if reduction == "sum":
+        return logprob_sums
+    if reduction == "token_mean":
+        return logprob_sums / token_counts.clamp_min(1)
+    raise ValueError(f"unknown logprob reduction {reduction!r}; use sum or token_mean")
+
+
 def policy_loss(
     advantages: torch.Tensor,
     logprob_sums: torch.Tensor,
     token_counts: torch.Tensor,
-    reduction: Literal["sum", "token_mean"] = "token_mean",
+    reduction: LogprobReduction = "token_mean",
 ) -> torch.Tensor:
     """-mean(A * log pi(completion)); `token_mean` divides each sequence's log-prob by its length."""
-    if reduction == "sum":
-        logp = logprob_sums
-    elif reduction == "token_mean":
-        logp = logprob_sums / token_counts.clamp_min(1)
-    else:
-        raise ValueError(f"unknown logprob reduction {reduction!r}; use sum or token_mean")
+    logp = reduced_logprobs(logprob_sums, token_counts, reduction)
     return -(advantages.detach() * logp).mean()
+
+
+@dataclass(frozen=True)
+class RowLoss:
+    """-A * log pi of each row: `policy_loss` before its mean. A value (hashable), so a recorded
+    pass (`agents/lora/graph_update.py`) can be kept per loss."""
+
+    reduction: LogprobReduction
+
+    def __call__(
+        self, advantages: torch.Tensor, logprob_sums: torch.Tensor, token_counts: torch.Tensor
+    ) -> torch.Tensor:
+        logp = reduced_logprobs(logprob_sums, token_counts, self.reduction)
+        return -(advantages.detach() * logp)
 
 
 def kl_k3(policy_logps: torch.Tensor, ref_logps: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -18,7 +18,7 @@ from typing import Any, Literal, Protocol
 
 import torch
 
-from orchestry.algos.magrpo import Row, kl_k3, policy_loss
+from orchestry.algos.magrpo import Row, RowLoss, kl_k3, policy_loss
 
 
 class TrainingFailed(RuntimeError):
@@ -238,9 +238,10 @@ def _update_mixed(
     settings: UpdateSettings,
     ranks: StepReduction | None,
 ) -> dict[str, float]:
-    """`update_agents` with every adapter's rows in the same passes (`policy.mixed_token_logprobs`:
-    the written-out forward on a GPU). Each adapter's loss is its own rows' share, as above; the
-    adapters' parameters are disjoint, so one backward of the sum gives each its own gradient."""
+    """`update_agents` with every adapter's rows in the same passes (`policy.mixed_backward`: the
+    written-out forward, recorded as CUDA graphs on a GPU). Each adapter's loss is its own rows'
+    share, as above; the adapters' parameters are disjoint, so one backward of the sum gives each
+    its own gradient."""
     owners = list(opts.optimizers)
     live = [
         (agent, r) for agent in owners for r in rows.get(agent, []) if len(r[1]) and r[2] != 0.0
@@ -254,28 +255,24 @@ def _update_mixed(
     for opt in opts.optimizers.values():
         opt.zero_grad(set_to_none=True)
     loss_sums: dict[str, torch.Tensor | float] = dict.fromkeys(owners, 0.0)
+    row_loss = RowLoss(settings.logprob_reduction)
     for chunk in _chunks(live, settings.microbatch):
         agents = [a for a, _ in chunk]
-        tok_logp, mask = policy.mixed_token_logprobs(
-            agents, [r[0] for _, r in chunk], [r[1] for _, r in chunk]
+        # each row's loss weighs 1 / its adapter's rows, so the step averages over all of them
+        losses = policy.mixed_backward(
+            owners,
+            agents,
+            [r[0] for _, r in chunk],
+            [r[1] for _, r in chunk],
+            [r[2] for _, r in chunk],
+            [1.0 / max(1, n_rows[a]) for a in agents],
+            row_loss,
         )
-        adv = torch.tensor([r[2] for _, r in chunk], dtype=tok_logp.dtype, device=tok_logp.device)
-        total: torch.Tensor | float = 0.0
         for owner in dict.fromkeys(agents):
-            idx = torch.tensor([k for k, a in enumerate(agents) if a == owner], device=adv.device)
-            share = len(idx) / max(1, n_rows[owner])
-            loss = (
-                policy_loss(
-                    adv[idx],
-                    tok_logp[idx].sum(-1),
-                    mask[idx].sum(-1),
-                    settings.logprob_reduction,
-                )
-                * share
+            idx = torch.tensor(
+                [k for k, a in enumerate(agents) if a == owner], device=losses.device
             )
-            loss_sums[owner] = loss_sums[owner] + loss.detach().double()
-            total = total + loss
-        total.backward()
+            loss_sums[owner] = loss_sums[owner] + losses[idx].sum().double()
     stats: dict[str, float] = {}
     values = [float(loss_sums[o]) for o in owners]
     if ranks is not None:

@@ -35,8 +35,9 @@ from orchestry.agents.lora.adapter_files import (
 from orchestry.agents.lora.base_model import ModelSpec, load_base_model
 from orchestry.agents.lora.generation import generate_group
 from orchestry.agents.lora.graph_decode import DecoderCache, supports
+from orchestry.agents.lora.graph_update import GraphUpdate, RowLoss
 from orchestry.agents.lora.kv_prefix import completion_logits
-from orchestry.agents.lora.written_update import mixed_token_logprobs, written_applies
+from orchestry.agents.lora.written_update import written_applies
 
 SHARED_ADAPTER = "shared"
 """Adapter name used by every agent when `shared_adapter=True`."""
@@ -78,7 +79,7 @@ class LoadedBase:
     adapters: list[str]
     stop_ids: set[int] = field(default_factory=set)
     decoders: DecoderCache = field(default_factory=DecoderCache)
-    written: dict = field(default_factory=dict)  # the update's written-out forward, once built
+    update: GraphUpdate = field(default_factory=GraphUpdate)  # the update's recorded passes
 
     @property
     def device(self) -> torch.device:
@@ -112,7 +113,9 @@ class TeamPolicy:
         self.shared_adapter = shared_adapter
         self.seed = seed
         self.update_path: str | None = None  # "written" | "peft"; None: written on a GPU (`mixes`)
-        self._generate_calls = 0
+        # generate calls made so far; checkpoints save it, so a resumed run samples what the
+        # uninterrupted run would have
+        self.generate_calls = 0
         self._adapter = {a: SHARED_ADAPTER if shared_adapter else a for a in self.agents}
         self._bases: dict[ModelSpec, LoadedBase] = {}
         config = LoraConfig(
@@ -284,22 +287,31 @@ class TeamPolicy:
         return token_logprobs, token_mask.to(token_logprobs.dtype)
 
     def mixes(self, agents: Sequence[str]) -> bool:
-        """Whether `mixed_token_logprobs` serves these agents: one base, `written_applies`."""
+        """Whether `mixed_backward` serves these agents: one base, `written_applies`."""
         bases = {id(self._base(a)): self._base(a) for a in agents}
         base = next(iter(bases.values()), None)
         return len(bases) == 1 and written_applies(base.model, self.update_path)
 
-    def mixed_token_logprobs(
-        self, agents: Sequence[str], prompts: list[list[int]], completions: list[list[int]]
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """`token_logprobs` (grad=True) of rows of several agents in one pass, row i under
-        `agents[i]`'s adapter (`orchestry.agents.lora.written_update`)."""
-        base, adapters = self._base(agents[0]), [self._adapter[a] for a in agents]
+    def mixed_backward(
+        self,
+        owners: Sequence[str],
+        agents: Sequence[str],
+        prompts: list[list[int]],
+        completions: list[list[int]],
+        advantages: Sequence[float],
+        weights: Sequence[float],
+        row_loss: RowLoss,
+    ) -> torch.Tensor:
+        """One pass over rows of several agents (row i under `agents[i]`'s adapter): returns each
+        row's loss `row_loss * weight` and adds the gradient of their sum to the `.grad` of the
+        adapters with rows (`agents/lora/graph_update.py`; `owners`: every agent stepped)."""
+        base = self._base(agents[0])
+        params = {self._adapter[o]: self.trainable_parameters(o) for o in owners}
+        names = [self._adapter[a] for a in agents]
         pad = base.tokenizer.pad_token_id
-        with torch.enable_grad():
-            return mixed_token_logprobs(
-                base.model, base.written, adapters, pad, prompts, completions
-            )
+        return base.update.run(
+            base.model, params, names, prompts, completions, advantages, weights, row_loss, pad
+        )
 
     # ----------------------------------------------------------------------- checkpoints
 
@@ -356,26 +368,16 @@ class TeamPolicy:
                 for p in self.trainable_parameters(agent):
                     p.requires_grad_(True)
 
-    @property
-    def generate_calls(self) -> int:
-        """How many generate calls this policy has made; checkpoints save it so a resumed run samples
-        exactly what the uninterrupted run would have."""
-        return self._generate_calls
-
-    @generate_calls.setter
-    def generate_calls(self, value: int) -> None:
-        self._generate_calls = value
-
     sample_stream: int = 0
     """The data-parallel rank sampling with this policy (`orchestry.agents.lora.dist`): rank 0, like a
     single process, seeds each call from (seed, calls); rank r > 0 from (seed, calls, r), its own."""
 
     def _call_seed(self) -> int:
-        key = f"{self.seed}/{self._generate_calls}"
+        key = f"{self.seed}/{self.generate_calls}"
         if self.sample_stream:
             key += f"/rank{self.sample_stream}"
         digest = hashlib.sha256(key.encode()).digest()
-        self._generate_calls += 1
+        self.generate_calls += 1
         return int.from_bytes(digest[:8], "little") >> 1
 
     @staticmethod
@@ -394,6 +396,4 @@ def _default_path(base: LoadedBase) -> str:
 
 
 def _as_list(value: int | list[int] | None) -> list[int]:
-    if value is None:
-        return []
-    return list(value) if isinstance(value, list | tuple) else [value]
+    return list(value) if isinstance(value, list | tuple) else [] if value is None else [value]

@@ -22,6 +22,7 @@ without dropout only; `supports_written` says when this applies.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 
 import torch
 from peft import PeftModel
@@ -52,6 +53,10 @@ def supports_written(model: PeftModel) -> bool:
     return True
 
 
+Leaves = dict[int, torch.Tensor]
+"""Stand-ins for LoRA parameters by `id` (see `WrittenForward.logprobs`)."""
+
+
 class _Group:
     """Projections of one input (e.g. q, k, v): frozen weights concatenated, LoRA stacked per call."""
 
@@ -64,11 +69,11 @@ class _Group:
         self.outs = [b.weight.shape[0] for b in bases]
 
     def stack(
-        self, adapters: Sequence[str]
+        self, adapters: Sequence[str], leaves: Leaves
     ) -> tuple[torch.Tensor, torch.Tensor, tuple[tuple[int, ...], tuple[float, ...]]] | None:
         """(A [ranks, in], B [out, ranks], (owner, scale) of each rank column) over the adapters,
         or None; the owners and scalings are the same in every layer, so their mask is built once
-        per pass (`_Masks`)."""
+        per pass (`_Masks`). A parameter found in `leaves` (by id) is read through its stand-in."""
         if all(m is None for m in self.lora):
             return None
         a_parts, b_parts, owner, scale = [], [], [], []
@@ -77,11 +82,12 @@ class _Group:
                 b_parts.append(self.weight.new_zeros((out, 0)))
                 continue
             for k, name in enumerate(adapters):
-                a_w = m.lora_A[name].weight
+                a_w = leaves.get(id(m.lora_A[name].weight), m.lora_A[name].weight)
                 a_parts.append(a_w)
                 owner += [k] * a_w.shape[0]
                 scale += [float(m.scaling[name])] * a_w.shape[0]
-            b_parts.append(torch.cat([m.lora_B[n].weight for n in adapters], 1))
+            b_w = [m.lora_B[n].weight for n in adapters]
+            b_parts.append(torch.cat([leaves.get(id(w), w) for w in b_w], 1))
         return torch.cat(a_parts, 0), torch.block_diag(*b_parts), (tuple(owner), tuple(scale))
 
     def __call__(
@@ -128,6 +134,9 @@ class WrittenForward:
                 _Group([mlp.down_proj]),
             )
             self.layers.append((layer, groups, mlp.act_fn, att.scaling))
+        # each LoRA layout's (owner, scale) of its rank columns on the device, made once: a copy
+        # from the host inside a CUDA graph's capture is not allowed
+        self.layouts: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def token_logprobs(
         self,
@@ -143,27 +152,31 @@ class WrittenForward:
         Rows with the same prompt and adapter (the G samples of a group) share one pass over the
         prompt: its keys and values are gathered for each row's completion, so the gradient reaches
         the adapter through the prompt too, as in `kv_prefix.completion_logits`."""
-        device = self.embed.weight.device
-        keys = [(tuple(p), a) for p, a in zip(prompts, row_adapter, strict=True)]
-        unique = list(dict.fromkeys(keys))
-        group = torch.tensor([unique.index(k) for k in keys], device=device)
-        width_p = max(len(p) for p, _ in unique)
-        pre_ids, pre_real = pad_rows([list(p) for p, _ in unique], width_p, pad, device)
-        width_c = max(map(len, completions))
-        comp_ids, comp_real = pad_rows(list(completions), width_c, pad, device, side="right")
-        parts = _Parts(pre_real.bool(), comp_real.bool(), group)
+        inputs = pass_inputs(row_adapter, prompts, completions, pad, self.embed.weight.device)
+        return self.logprobs(list(adapters), inputs)
+
+    def logprobs(
+        self, adapters: list[str], inputs: PassInputs, leaves: Leaves | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`token_logprobs` of rows laid out on the device (`pass_inputs`): device work only, no
+        host sync, so `graph_update` can record it as a CUDA graph. `leaves`: stand-ins for LoRA
+        parameters (id -> a tensor sharing its storage), for gradients with respect to them."""
+        group = inputs.group
+        width_p, width_c = inputs.pre_ids.shape[1], inputs.comp_ids.shape[1]
+        parts = _Parts(inputs.pre_real, inputs.comp_real, group)
         token_adapter = torch.cat(
             [
-                torch.tensor([a for _, a in unique], device=device).repeat_interleave(width_p),
-                torch.tensor(list(row_adapter), device=device).repeat_interleave(width_c),
+                inputs.prompt_adapter.repeat_interleave(width_p),
+                inputs.row_adapter.repeat_interleave(width_c),
             ]
         )
-        h_pre, h_comp = self._forward(pre_ids, comp_ids, parts, list(adapters), token_adapter)
+        lora = _Masks(adapters, token_adapter, self.layouts, leaves or {})
+        h_pre, h_comp = self._forward(inputs.pre_ids, inputs.comp_ids, parts, lora)
         # completion token 0 is predicted by its prompt's last column, token j by completion j - 1
         kept = torch.cat([h_pre[group, -1:], h_comp[:, :-1]], 1)
         logits = self.head(kept).float()
-        chosen = logits.gather(-1, comp_ids.unsqueeze(-1)).squeeze(-1)
-        mask = comp_real.to(logits.dtype)
+        chosen = logits.gather(-1, inputs.comp_ids.unsqueeze(-1)).squeeze(-1)
+        mask = inputs.comp_real.to(logits.dtype)
         return (chosen - torch.logsumexp(logits, dim=-1)) * mask, mask
 
     def _forward(
@@ -171,8 +184,7 @@ class WrittenForward:
         pre_ids: torch.Tensor,
         comp_ids: torch.Tensor,
         parts: _Parts,
-        adapters: list[str],
-        token_adapter: torch.Tensor,
+        lora: _Masks,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Final-norm hidden states of the prompts [U, Wp, hidden] (left-padded) and of the
         completions [B, Wc, hidden] (right-padded), every token of both in one flat batch except
@@ -184,7 +196,6 @@ class WrittenForward:
         cos_c, sin_c = self.rotary(h, parts.comp_positions)
         rms = torch.nn.functional.rms_norm
         split = u * wp
-        lora = _Masks(adapters, token_adapter)
         for layer, (qkv, o, gate_up, down), act, scaling in self.layers:
             norm = layer.input_layernorm
             x = rms(h, (h.shape[-1],), norm.weight, norm.variance_epsilon)
@@ -211,21 +222,33 @@ class WrittenForward:
 class _Masks:
     """A group's stacked LoRA with its per-token mask [tokens, ranks]: the adapter's scaling in its
     own rank columns, 0 elsewhere. One mask per distinct (owner, scale) layout in a pass, not one
-    per layer: every layer has the same layout, and a mask built from host lists costs a copy to
-    the GPU that waits for it."""
+    per layer: every layer has the same layout. The layout's owner and scale tensors come from
+    `layouts`, kept by the model's `WrittenForward`: built from host lists once, not per pass."""
 
-    def __init__(self, adapters: list[str], token_adapter: torch.Tensor) -> None:
-        self.adapters, self.token_adapter = adapters, token_adapter
+    def __init__(
+        self,
+        adapters: list[str],
+        token_adapter: torch.Tensor,
+        layouts: dict[tuple, tuple[torch.Tensor, torch.Tensor]],
+        leaves: Leaves,
+    ) -> None:
+        self.adapters, self.token_adapter, self.layouts = adapters, token_adapter, layouts
+        self.leaves = leaves
         self.masks: dict[tuple[tuple[int, ...], tuple[float, ...]], torch.Tensor] = {}
 
     def __call__(self, group: _Group) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
-        stacked = group.stack(self.adapters)
+        stacked = group.stack(self.adapters, self.leaves)
         if stacked is None:
             return None
         a, b, layout = stacked
         if layout not in self.masks:
-            owner = torch.tensor(layout[0], device=a.device)
-            scale = torch.tensor(layout[1], device=a.device, dtype=a.dtype)
+            key = (layout, a.device, a.dtype)
+            if key not in self.layouts:
+                self.layouts[key] = (
+                    torch.tensor(layout[0], device=a.device),
+                    torch.tensor(layout[1], device=a.device, dtype=a.dtype),
+                )
+            owner, scale = self.layouts[key]
             self.masks[layout] = torch.where(
                 self.token_adapter[:, None] == owner[None, :], scale[None, :], 0.0
             )
@@ -244,6 +267,63 @@ def _attend(
         attn_mask=mask,
         scale=scaling,
     ).transpose(1, 2)
+
+
+@dataclass(frozen=True)
+class PassInputs:
+    """One pass's rows on the device: the distinct (prompt, adapter) pairs left-padded [U, Wp],
+    the completions right-padded [B, Wc], their real-token masks (bool), each row's prompt (`group`)
+    and the adapter index of each prompt and row."""
+
+    pre_ids: torch.Tensor
+    pre_real: torch.Tensor
+    comp_ids: torch.Tensor
+    comp_real: torch.Tensor
+    group: torch.Tensor
+    prompt_adapter: torch.Tensor
+    row_adapter: torch.Tensor
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+
+def pass_inputs(
+    row_adapter: Sequence[int],
+    prompts: Sequence[list[int]],
+    completions: Sequence[list[int]],
+    pad: int,
+    device: torch.device,
+    shape: tuple[int, int, int, int] | None = None,
+) -> PassInputs:
+    """The rows laid out for `WrittenForward.logprobs`. `shape` (rows, prompts, prompt width,
+    completion width), at least the rows' own, pads them to a fixed layout: padding rows have no
+    real completion token and padding prompts none at all, so they change no real row's values."""
+    keys = [(tuple(p), a) for p, a in zip(prompts, row_adapter, strict=True)]
+    unique = list(dict.fromkeys(keys))
+    need = (len(keys), len(unique), max(len(p) for p, _ in unique), max(map(len, completions)))
+    n_rows, n_prompts, width_p, width_c = shape or need
+    if any(s < n for s, n in zip((n_rows, n_prompts, width_p, width_c), need, strict=True)):
+        raise ValueError(f"pass shape {shape} is smaller than its rows' {need}")
+    extra_p, extra_r = n_prompts - len(unique), n_rows - len(keys)
+    pre_ids, pre_real = pad_rows(
+        [list(p) for p, _ in unique] + [[]] * extra_p, width_p, pad, device
+    )
+    comp_ids, comp_real = pad_rows(
+        list(completions) + [[]] * extra_r, width_c, pad, device, side="right"
+    )
+    index = {k: i for i, k in enumerate(unique)}
+    host = torch.tensor(
+        [index[k] for k in keys]
+        + [0] * extra_r
+        + [a for _, a in unique]
+        + [0] * extra_p
+        + list(row_adapter)
+        + [0] * extra_r
+    ).to(device)
+    group, prompt_adapter, row_adapters = host.split([n_rows, n_prompts, n_rows])
+    return PassInputs(
+        pre_ids, pre_real.bool(), comp_ids, comp_real.bool(), group, prompt_adapter, row_adapters
+    )
 
 
 class _Parts:
@@ -265,25 +345,3 @@ class _Parts:
         own = (causal_c[None] & comp_real[:, None, :]) | eye_c
         prompt = pre_real[group][:, None, :].expand(b, wc, wp)
         self.comp_mask = torch.cat([prompt, own], -1)[:, None]
-
-
-def mixed_token_logprobs(
-    model: PeftModel,
-    cache: dict[str, WrittenForward],
-    adapters: Sequence[str],
-    pad: int,
-    prompts: Sequence[list[int]],
-    completions: Sequence[list[int]],
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """`WrittenForward.token_logprobs` of `model`, row i through adapter `adapters[i]`, with
-    gradients to the adapters; `cache` keeps the written-out decoder (its concatenated weights)."""
-    if len(prompts) != len(completions) or len(prompts) != len(adapters) or not prompts:
-        raise ValueError(
-            f"{len(prompts)} prompts, {len(completions)} completions, {len(adapters)} adapters"
-        )
-    if "forward" not in cache:
-        cache["forward"] = WrittenForward(model)
-    names = list(dict.fromkeys(adapters))
-    return cache["forward"].token_logprobs(
-        names, [names.index(a) for a in adapters], prompts, completions, pad
-    )
