@@ -121,3 +121,43 @@ def test_a_replayed_pass_equals_the_eager_pass(dtype: torch.dtype) -> None:
         p.graph is not None for p in recorded._passes.values()
     )
     assert all(p.graph is None for p in eager._passes.values())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+def test_a_team_records_its_update_after_generating(tmp_path) -> None:
+    """The embedded model as training runs it: the team generates on its graph path, then the update
+    records its pass. Recording through the LoRA parameters' own autograd leaves failed there on an
+    H100 ("operation would make the legacy stream depend on a capturing blocking stream")."""
+    from conftest import lora, model_spec
+
+    from orchestry.agents.base import GenRequest, SamplingSpec
+    from orchestry.agents.lora.base_model import (
+        EMBEDDED_MODEL,
+        embedded_gguf_path,
+        load_gguf_model,
+        save_plain_model,
+    )
+    from orchestry.agents.lora.team import TeamPolicy
+
+    save_plain_model(*load_gguf_model(embedded_gguf_path()), tmp_path / EMBEDDED_MODEL)
+    spec = model_spec(cache_dir=str(tmp_path), device="cuda", dtype="bfloat16")
+    policy = TeamPolicy(spec, ADAPTERS, lora(), seed=0, gradient_checkpointing=False)
+    ask = [{"role": "user", "content": "Write a Python function aux(x) that doubles x."}]
+    gens = policy.generate(
+        [GenRequest(a, ask, 4) for a in ADAPTERS],
+        SamplingSpec(temperature=0.8, top_p=0.95, top_k=0, max_new_tokens=24),
+    )
+    agents = [g.agent for g in gens for _ in g.token_ids]
+    prompts = [g.prompt_ids for g in gens for _ in g.token_ids]
+    completions = [ids for g in gens for ids in g.token_ids]
+    adv = [(-1.0) ** k for k in range(len(agents))]
+    losses = policy.mixed_backward(
+        ADAPTERS, agents, prompts, completions, adv, [1.0] * len(agents), RowLoss("token_mean")
+    )
+    assert torch.isfinite(losses).all()
+    (base,) = policy._bases.values()  # both adapters on one base: one recorded pass
+    assert [p.graph is not None for p in base.update._passes.values()] == [True]
+    for a in ADAPTERS:
+        grads = [p.grad for p in policy.trainable_parameters(a)]
+        assert all(g is not None and torch.isfinite(g).all() for g in grads)
+        assert any(g.abs().sum() > 0 for g in grads)
