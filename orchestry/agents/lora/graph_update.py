@@ -33,8 +33,9 @@ COMPLETION_BUCKET = 32
 """Completions are right-padded to a multiple of this many columns."""
 KEPT_GRAPHS = 48
 """Recorded passes kept per model, the least recently used dropped first. Recording one costs about
-1 s on an H100, and a 30-step run of the GPU benchmark met 6 shapes; the graphs share one memory
-pool, and each keeps only its inputs and its gradients (~40 MB at the default LoRA)."""
+1 s on an H100; 30 steps of the GPU benchmark met 2-3 shapes on-policy and ~6 with rollouts ahead.
+The graphs share one memory pool, and each keeps only its inputs and its gradients (~15 MB at the
+default LoRA)."""
 RECORD = True
 """Whether passes on a GPU are recorded and replayed (False: run eagerly, for comparisons)."""
 RowLoss = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -104,8 +105,8 @@ class GraphPass:
     def __call__(
         self, inputs: PassInputs, adv: torch.Tensor, weight: torch.Tensor
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
-        """Per-row losses and the gradients (the graph's own buffers on a GPU: use them before
-        the next call)."""
+        """Per-row losses and the gradients. On a GPU they are the graph's own buffers, in the
+        memory pool every pass of the model shares: read them before any pass runs again."""
         for static, value in zip(self.inputs.tensors(), inputs.tensors(), strict=True):
             static.copy_(value, non_blocking=True)
         self.adv.copy_(adv, non_blocking=True)

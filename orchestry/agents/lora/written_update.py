@@ -138,29 +138,18 @@ class WrittenForward:
         # from the host inside a CUDA graph's capture is not allowed
         self.layouts: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
-    def token_logprobs(
-        self,
-        adapters: Sequence[str],
-        row_adapter: Sequence[int],
-        prompts: Sequence[list[int]],
-        completions: Sequence[list[int]],
-        pad: int,
+    def logprobs(
+        self, adapters: list[str], inputs: PassInputs, leaves: Leaves | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-token log-probs [B, Wc] (float32) of each completion given its prompt, row i through
-        adapter `adapters[row_adapter[i]]`, and the completions' token mask (float32).
+        adapter `adapters[inputs.row_adapter[i]]`, and the completions' token mask (float32). The
+        rows are laid out on the device by `pass_inputs`; this is device work only, no host sync,
+        so `graph_update` can record it as a CUDA graph. `leaves`: stand-ins for LoRA parameters
+        (id -> a tensor sharing its storage), for gradients with respect to them.
 
         Rows with the same prompt and adapter (the G samples of a group) share one pass over the
         prompt: its keys and values are gathered for each row's completion, so the gradient reaches
         the adapter through the prompt too, as in `kv_prefix.completion_logits`."""
-        inputs = pass_inputs(row_adapter, prompts, completions, pad, self.embed.weight.device)
-        return self.logprobs(list(adapters), inputs)
-
-    def logprobs(
-        self, adapters: list[str], inputs: PassInputs, leaves: Leaves | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """`token_logprobs` of rows laid out on the device (`pass_inputs`): device work only, no
-        host sync, so `graph_update` can record it as a CUDA graph. `leaves`: stand-ins for LoRA
-        parameters (id -> a tensor sharing its storage), for gradients with respect to them."""
         group = inputs.group
         width_p, width_c = inputs.pre_ids.shape[1], inputs.comp_ids.shape[1]
         parts = _Parts(inputs.pre_real, inputs.comp_real, group)
