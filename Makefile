@@ -54,7 +54,7 @@ seeds: $(STAMP)
 # Each is a DVC experiment in the workspace up to `evaluate`; its train and test metrics are kept in
 # reports/ablations/<name>/ (the figures stage writes reports/ablations.md), then the committed outputs
 # are restored. Needs a clean git tree.
-ABLATIONS ?= credit:train.credit_weight=0.5 rename:env.rename_lone_helper=true multiturn:train.turns=2 curriculum:train.curriculum=easy_first ahead4:train.rollouts_ahead=4
+ABLATIONS ?= credit:train.credit_weight=0.5 rename:env.rename_lone_helper=true multiturn:train.turns=2 curriculum:train.curriculum=easy_first ahead4:train.rollouts_ahead=4 earlystop:train.turns=2,train.early_stop_reward=2.5
 ablations: $(STAMP)
 	@git diff --quiet || (echo "commit your changes first: make ablations restores the workspace" && exit 1)
 	for a in $(ABLATIONS); do \
