@@ -54,7 +54,9 @@ def layer_shapes(model: torch.nn.Module) -> tuple[list[tuple[int, int]], tuple[i
     return blocks, (int(head[0]), int(head[1]))
 
 
-def q4_1(out: int, inp: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def q4_1(
+    out: int, inp: int, gen: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Random Q4_1-style weights: values 0..15, a scale and a minimum per GROUP inputs."""
     q = torch.randint(0, 16, (out, inp), generator=gen, dtype=torch.int32)
     scale = torch.rand(out, inp // GROUP, generator=gen) * 0.01 + 1e-3
@@ -115,7 +117,9 @@ def measure(fmt: str, blocks, head, rows: int, tokens: int, repeats: int) -> dic
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--rows", type=int, default=8, help="rows of a decode step (one agent's call)")
+    parser.add_argument(
+        "--rows", type=int, default=8, help="rows of a decode step (one agent's call)"
+    )
     parser.add_argument("--tokens", type=int, default=1800, help="tokens of an update forward")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--formats", default=",".join(FORMATS))
