@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml requirements-lock.txt 2>/dev/null | cksum | cut -d' ' -f1)
 
-.PHONY: repro test venv lint clean-venv seeds ablations
+.PHONY: repro test test-fast venv lint clean-venv seeds ablations
 
 venv: $(STAMP)
 
@@ -66,3 +66,7 @@ ablations: $(STAMP)
 	  cp results/evaluate/metrics.json reports/ablations/$$name/evaluate.json && \
 	  git checkout -- params.yaml dvc.lock results data && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc checkout -q; \
 	done
+
+# The edit loop: every test but the whole-pipeline (e2e) and model-training (slow) ones, in minutes.
+test-fast: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not e2e and not slow"

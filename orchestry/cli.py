@@ -1,7 +1,8 @@
 """`python -m orchestry <stage>`: the one way every stage runs (DVC, Snakemake and the tests use it).
 
-The CLI validates params.yaml once, then calls the stage module's `run`; `schema`, `params-doc` and
-`show` (episodes of a rollouts/generations file, in the terminal) are commands beside the stages.
+The CLI validates params.yaml once, then calls the stage module's `run`; `schema`, `params-doc`,
+`deps` and `show` (episodes of a rollouts/generations file, in the terminal) are commands beside the
+stages (orchestry/commands.py, imported only when one is asked for).
 Errors a user can fix (bad params, a missing input or model, an unavailable sandbox, the API budget)
 print one line and exit non-zero; a bad params file exits 2 before anything is written.
 """
@@ -17,10 +18,8 @@ from pathlib import Path
 from orchestry import paths
 from orchestry.code_deps import STAGES  # every stage, in pipeline order
 from orchestry.params import BASELINE_NAMES, ParamsError, load_params
-from orchestry.params_doc import first_difference, json_schema_text, readme_with_params_reference
 
-SCHEMA_PATH = paths.PARAMS_SCHEMA
-README_PATH = paths.README
+COMMANDS = ("schema", "params-doc", "deps", "show")  # orchestry/commands.py
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -53,14 +52,30 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(stage)
         if stage == "baseline":
             p.add_argument("--name", required=True, choices=BASELINE_NAMES)
-    sub.add_parser("schema", help=f"write {SCHEMA_PATH} from the params schema")
+    _add_command_parsers(sub)
+    return parser
+
+
+def _add_command_parsers(sub: argparse._SubParsersAction) -> None:
+    """The parsers of the commands beside the stages (run by orchestry/commands.py)."""
+    sub.add_parser("schema", help=f"write {paths.PARAMS_SCHEMA} from the params schema")
     doc = sub.add_parser(
-        "params-doc", help=f"write the params reference of {README_PATH} from the params schema"
+        "params-doc",
+        help=f"write the params reference of {paths.PARAMS_DOC} from the params schema",
     )
     doc.add_argument(
         "--check",
         action="store_true",
-        help=f"write nothing; exit 1 naming the first differing line if {README_PATH} is stale",
+        help=f"write nothing; exit 1 naming the first differing line if {paths.PARAMS_DOC} is stale",
+    )
+    deps = sub.add_parser(
+        "deps",
+        help="write each stage's code dependencies (its import closure) into the dvc.yaml files",
+    )
+    deps.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 naming the first stage whose listed code differs",
     )
     show = sub.add_parser("show", help="render episodes of a rollouts/generations file")
     show.add_argument(
@@ -78,7 +93,6 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("-n", type=int, default=1, help="how many episodes (default: 1)")
     show.add_argument("--seed", type=int, default=0, help="seed of --pick random (default: 0)")
     show.add_argument("--width", type=int, default=None, help="columns (default: the terminal's)")
-    return parser
 
 
 def setup_logging(log_file: str | None) -> None:
@@ -95,40 +109,10 @@ def setup_logging(log_file: str | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.log)
-    if args.stage == "schema":
-        SCHEMA_PATH.parent.mkdir(parents=True, exist_ok=True)
-        SCHEMA_PATH.write_text(json_schema_text())
-        return 0
-    if args.stage == "params-doc":
-        try:
-            current = README_PATH.read_text()
-            wanted = readme_with_params_reference(current)
-        except (OSError, ValueError) as err:
-            print(f"error: {README_PATH}: {err}", file=sys.stderr)
-            return 1
-        if not args.check:
-            README_PATH.write_text(wanted)
-            return 0
-        stale = first_difference(current, wanted)
-        if stale:
-            print(
-                f"error: {README_PATH} params reference is stale at {stale}; "
-                "run `python -m orchestry params-doc`",
-                file=sys.stderr,
-            )
-            return 1
-        return 0
-    if args.stage == "show":
-        # imported here: the viewer needs no params, and rich loads only for it
-        from orchestry.analysis import show
+    if args.stage in COMMANDS:
+        from orchestry import commands  # here: no stage's code closure holds it
 
-        pick = args.pick or ("id" if args.problem_id is not None else "best")
-        try:
-            show.show_file(args.file, pick, args.n, args.seed, args.problem_id, args.width)
-        except show.ShowError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 1
-        return 0
+        return commands.run(args)
     try:
         params = load_params(args.params)
     except ParamsError as err:

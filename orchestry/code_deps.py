@@ -9,6 +9,7 @@ same files, and tests/test_architecture.py fails when the two drift.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = "orchestry"
@@ -17,14 +18,21 @@ STAGES = (
     "prepare",
     "smoke",
     "train",
+    "train_single",
     "baseline",
     "evaluate",
+    "evaluate_single",
     "prompt_policy",
     "beam",
     "schemes",
     "figures",
     "orchestrate",  # opt-in: optional/dvc.yaml
 )
+# The CLI's commands beside the stages (schema, params-doc, deps, show): cli.py imports them inside
+# `main`, only when one is asked for, so they are no stage's code (a test checks the import is lazy).
+CLI_COMMANDS = ("orchestry.commands",)
+# The pipeline files whose stages list their code (`with_stage_code`).
+DVC_FILES = (ROOT / "dvc.yaml", ROOT / "optional" / "dvc.yaml")
 # Modules that run other files of the package by path rather than importing them.
 READ_AS_FILES = {
     "orchestry.envs.code.sandbox.isolation": (
@@ -58,6 +66,8 @@ def _imported(module: str, tree: ast.Module) -> set[str]:
         else:
             continue
         found |= {n for n in names if n.split(".")[0] == PACKAGE and module_file(n)}
+    if module == f"{PACKAGE}.cli":
+        found -= set(CLI_COMMANDS)
     return found | set(READ_AS_FILES.get(module, ()))
 
 
@@ -91,3 +101,47 @@ def stage_code(stage: str) -> list[str]:
     closure = import_closure(f"{PACKAGE}.__main__", f"{PACKAGE}.stages.{stage}")
     files = {module_file(m) for m in closure}
     return sorted(str(f.relative_to(ROOT)) for f in files if f is not None)
+
+
+_STAGE = re.compile(r"^  ([A-Za-z_]\w*):\s*$")
+_CODE_DEP = re.compile(r"^(\s+)- orchestry/\S+\s*$")
+_DEPS = re.compile(r"^(\s+)deps:\s*$")
+
+
+def with_stage_code(dvc_yaml: str) -> str:
+    """`dvc_yaml` with each stage's `orchestry/` deps replaced by `stage_code(stage)`, in place of
+    the old ones (or first under `deps:`); other deps, comments and layout are kept."""
+    out: list[str] = []
+    stage: str | None = None
+    written: set[str] = set()
+    lines = dvc_yaml.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        match = _STAGE.match(line)
+        if match:
+            stage = match.group(1)
+        code = _CODE_DEP.match(line)
+        if code and stage is not None:
+            if stage not in written:
+                out += [f"{code.group(1)}- {f}\n" for f in stage_code(stage)]
+                written.add(stage)
+            continue
+        out.append(line)
+        deps = _DEPS.match(line)
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        if deps and stage is not None and stage not in written and not _CODE_DEP.match(nxt):
+            indent = deps.group(1) + "  "
+            out += [f"{indent}- {f}\n" for f in stage_code(stage)]
+            written.add(stage)
+    return "".join(out)
+
+
+def first_stale_stage(current: str, wanted: str) -> str:
+    """The stage of the first line where two versions of a dvc.yaml differ."""
+    stage = "<top>"
+    for have, want in zip(current.splitlines(), wanted.splitlines(), strict=False):
+        match = _STAGE.match(want)
+        if match:
+            stage = match.group(1)
+        if have != want:
+            return stage
+    return stage

@@ -46,8 +46,11 @@ REPORTED = [
     (paths.FIGURES, "figures"),
     (paths.RESULTS_MD, "results.md"),
     (paths.COMPARISON_CSV, "comparison.csv"),
+    (paths.PAIRED_CSV, "paired.csv"),
     (paths.TRAIN_METRICS, "train_metrics.json"),
     (paths.HISTORY, "history.csv"),
+    (paths.SINGLE_METRICS, "train_single_metrics.json"),
+    (paths.SINGLE_HISTORY, "train_single_history.csv"),
     (paths.SCHEMES / "summary.json", "schemes.json"),
     (paths.PREPARED_SUMMARY, "split.json"),
     (paths.PROMPT_POLICY, "prompt_policy"),
@@ -121,8 +124,9 @@ def prepare_workdir(
     trained: Path | None = None,
 ) -> str:
     """The work folder: the experiment's params file, links to the task sets (`problems` in place
-    of data/coop) and to the model cache, and with `trained` a finished run's train outputs. Returns
-    where those inputs come from, in words, for the stamps."""
+    of data/coop) and to the model cache, and with `trained` a finished run's train outputs (and
+    train_single's, where it has them). Returns where those inputs come from, in words, for the
+    stamps."""
     if problems is not None and not problems.is_dir():
         raise FileNotFoundError(f"{problems}: no such folder of problems (--problems)")
     if trained is not None and not (trained / paths.ADAPTERS).is_dir():
@@ -155,7 +159,17 @@ def prepare_workdir(
         shutil.copytree(trained / paths.TRAIN, work / paths.TRAIN)
         adapters = trained / paths.ADAPTERS
         origin.append(f"trained: {adapters.resolve()} {adapters.stat().st_mtime}")
+        if trained_single(trained):
+            shutil.rmtree(work / paths.TRAIN_SINGLE, ignore_errors=True)
+            shutil.copytree(trained / paths.TRAIN_SINGLE, work / paths.TRAIN_SINGLE)
+            single = trained / paths.SINGLE_ADAPTERS
+            origin.append(f"trained single: {single.resolve()} {single.stat().st_mtime}")
     return "\n".join(origin)
+
+
+def trained_single(trained: Path | None) -> bool:
+    """Whether a finished experiment's work folder holds a trained single agent too."""
+    return trained is not None and (trained / paths.SINGLE_ADAPTERS).is_dir()
 
 
 def hardware() -> dict[str, Any]:
@@ -304,8 +318,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--trained",
         type=Path,
-        help="a finished experiment's work folder (build/experiments/<name>): its trained team is "
-        "evaluated, the smoke and train stages are not run",
+        help="a finished experiment's work folder (build/experiments/<name>): its trained team "
+        "(and single agent, where it has one) is evaluated, the smoke and train stages (and "
+        "train_single) are not run",
     )
     parser.add_argument(
         "--only",
@@ -334,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         origin = prepare_workdir(work, params, args.configs, args.problems, args.trained)
         skip = ("smoke", "train") if args.trained else ()
+        skip += ("train_single",) if trained_single(args.trained) else ()
         times = run_stages(work, origin, log, skip, only)
     except (ExperimentFailed, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)

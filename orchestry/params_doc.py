@@ -1,8 +1,8 @@
-"""Documents generated from the params schema (orchestry/params/schema.py, their one source): the README reference
+"""Documents generated from the params schema (orchestry/params/schema.py, their one source): the params reference (docs/params.md)
 and the JSON schema Snakemake validates params.yaml against.
 
 `python -m orchestry params-doc` rewrites the section between the markers; `--check` (and
-tests/test_params.py) fail when README.md is stale.
+tests/test_params.py) fail when docs/params.md is stale.
 """
 
 from __future__ import annotations
@@ -133,17 +133,17 @@ def _section_tables(model: type[BaseModel], path: str, title: str) -> list[str]:
 
 
 def params_reference_markdown() -> str:
-    """The params reference of README.md, rendered from the schema: one table per section."""
+    """The params reference (docs/params.md), rendered from the schema: one table per section."""
     lines = [_GENERATED_NOTE, "", *_section_tables(Params, "", "top level")]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def readme_with_params_reference(readme: str) -> str:
+def with_params_reference(readme: str) -> str:
     """`readme` with the text between the params markers replaced by the generated reference."""
     begin, end = readme.find(PARAMS_DOC_BEGIN), readme.find(PARAMS_DOC_END)
     if begin < 0 or end < begin:
         raise ValueError(
-            f"README has no '{PARAMS_DOC_BEGIN}' ... '{PARAMS_DOC_END}' markers (in that order)"
+            f"the page has no '{PARAMS_DOC_BEGIN}' ... '{PARAMS_DOC_END}' markers (in that order)"
         )
     head = readme[: begin + len(PARAMS_DOC_BEGIN)]
     return f"{head}\n{params_reference_markdown()}\n{readme[end:]}"

@@ -30,6 +30,11 @@ ROLLOUTS = TRAIN / "rollouts.jsonl"
 HISTORY = TRAIN / "history.csv"
 TRAIN_METRICS = TRAIN / "metrics.json"
 TRAIN_LIVE = TRAIN / "live"
+# the single agent trained the same way (stage train_single; evaluated as method `single_grpo`)
+TRAIN_SINGLE = Path("results/train_single")
+SINGLE_ADAPTERS = TRAIN_SINGLE / "adapters"
+SINGLE_HISTORY = TRAIN_SINGLE / "history.csv"
+SINGLE_METRICS = TRAIN_SINGLE / "metrics.json"
 BASELINES = Path("results/baselines")
 EVALUATE = Path("results/evaluate")
 SCHEMES = Path("results/schemes")
@@ -49,6 +54,7 @@ REPORTS = Path("reports")
 FIGURES = REPORTS / "figures"
 RESULTS_MD = REPORTS / "results.md"
 COMPARISON_CSV = REPORTS / "comparison.csv"
+PAIRED_CSV = REPORTS / "paired.csv"  # the team against each method, paired by problem
 SEED_RUNS = REPORTS / "seed_runs"
 ABLATIONS = REPORTS / "ablations"
 ABLATIONS_MD = REPORTS / "ablations.md"
@@ -71,4 +77,4 @@ def metrics(method: str) -> Path:
 CHECKPOINTS = Path("cache/checkpoints")
 ANTHROPIC_CACHE = Path("cache/anthropic")
 PARAMS_SCHEMA = Path("workflow/schemas/params.schema.json")
-README = Path("README.md")
+PARAMS_DOC = Path("docs/params.md")  # the params reference, generated from the schema

@@ -4,7 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 if os.environ.get("PYTEST_XDIST_WORKER"):  # one of `make test`'s processes, beside another
@@ -24,6 +24,9 @@ from orchestry.stages import from_params
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+# The embedded model converted once per checkout, as the stages of every tiny run read it (the
+# conversion is atomic, so two test processes may race to make it).
+MODEL_CACHE = ROOT / "cache" / "models"
 DEFAULTS = Params()  # the schema's defaults (== params.yaml, tests/test_params.py checks it)
 
 
@@ -51,7 +54,7 @@ def lora(**changes) -> LoraSpec:
 def tiny_params(**overrides: dict) -> dict:
     """The repo's params.yaml shrunk so a whole pipeline runs in a couple of minutes on 2 cores."""
     p = yaml.safe_load((ROOT / "params.yaml").read_text())
-    p["model"]["cache_dir"] = str(ROOT / "cache" / "models")  # reuse the converted model
+    p["model"]["cache_dir"] = str(MODEL_CACHE)  # reuse the converted model
     p["sampling"]["max_new_tokens"] = 64
     p["prepare"]["sets"] = {
         "coop": {"n_train": 3, "n_test": 2},
@@ -128,3 +131,37 @@ def tiny_repo(tmp_path: Path):
 
     write()
     return repo, write
+
+
+# --- The shared tiny pipeline --------------------------------------------------------------------
+
+# The whole-pipeline tests read one tiny run instead of each making its own. They sit in this xdist
+# group, so one `make test` process builds the run once and takes them all, while the other process
+# takes the rest of the suite.
+PIPELINE = pytest.mark.xdist_group("tiny_pipeline")
+
+
+@dataclass(frozen=True)
+class PipelineRun:
+    """A tiny repo after `dvc repro optional/dvc.yaml` then `dvc repro`, with what each printed."""
+
+    repo: Path
+    optional_log: str  # prepare, smoke, train, orchestrate: what the opt-in stage needs
+    default_log: str  # the rest of the default pipeline
+
+
+@pytest.fixture(scope="session")
+def tiny_pipeline(tmp_path_factory: pytest.TempPathFactory) -> PipelineRun:
+    """Both DVC pipelines run once on tiny params. Tests read it; a test that would change it works
+    in a copy (`copy_run`)."""
+    repo = copy_repo(tmp_path_factory.mktemp("pipeline") / "repo")
+    (repo / "params.yaml").write_text(yaml.safe_dump(tiny_params(), sort_keys=False))
+    optional = run_in(repo, "dvc", "repro", "optional/dvc.yaml", timeout=1500)
+    default = run_in(repo, "dvc", "repro", timeout=1500)
+    return PipelineRun(repo, optional.stdout + optional.stderr, default.stdout + default.stderr)
+
+
+def copy_run(run: PipelineRun, dest: Path) -> Path:
+    """A copy of the shared run's repo (git, DVC state, outputs and timestamps) to change freely."""
+    shutil.copytree(run.repo, dest, symlinks=True)
+    return dest

@@ -1,5 +1,6 @@
 """The house rules of shared/ARCHITECTURE.md: import contracts, module size, stage code dependencies."""
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -59,3 +60,32 @@ def test_dvc_deps_cover_the_stage_import_closure(stage):
         f"dvc.yaml stage {stage}: add {missing}, remove {extra} (the import closure of "
         f"orchestry/stages/{stage.split('@')[0]}.py)"
     )
+
+
+def test_the_deps_command_writes_each_stage_its_closure():
+    """`python -m orchestry deps` puts back a stage's code list, leaving every other line alone."""
+    text = (ROOT / "dvc.yaml").read_text()
+    assert code_deps.with_stage_code(text) == text, "run `python -m orchestry deps`"
+    stale = text.replace("      - orchestry/stages/train.py\n", "", 1).replace(
+        "      - orchestry/io.py\n", "      - orchestry/io.py\n      - orchestry/old.py\n", 1
+    )
+    assert stale != text
+    assert code_deps.first_stale_stage(stale, code_deps.with_stage_code(stale)) == "prepare"
+    assert code_deps.with_stage_code(stale) == text
+    fresh = "stages:\n  figures:\n    cmd: x\n    deps:\n      - data/coop\n"
+    written = code_deps.with_stage_code(fresh).splitlines()
+    assert written[4:-1] == [f"      - {f}" for f in code_deps.stage_code("figures")]
+    assert written[-1] == "      - data/coop"
+
+
+def test_the_cli_commands_are_no_stage_code():
+    """Editing the params reference generator or the episode viewer reruns no stage."""
+    for stage in code_deps.STAGES:
+        code = set(code_deps.stage_code(stage))
+        assert not code & {"orchestry/commands.py", "orchestry/params_doc.py"}, stage
+        assert "orchestry/analysis/show.py" not in code, stage
+    cli = ast.parse((ROOT / "orchestry/cli.py").read_text())
+    top = [n for n in cli.body if isinstance(n, ast.Import | ast.ImportFrom)]
+    names = {a.name for n in top for a in n.names}
+    names |= {n.module for n in top if isinstance(n, ast.ImportFrom) and n.module}
+    assert not {"commands", "orchestry.commands", "orchestry.params_doc"} & names

@@ -20,7 +20,7 @@ from orchestry.params import (
 from orchestry.params_doc import (
     json_schema_text,
     params_reference_markdown,
-    readme_with_params_reference,
+    with_params_reference,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,26 +112,27 @@ def test_every_param_has_a_description_in_the_reference():
         assert f"| `{key}` |" in reference, key
 
 
-def test_readme_params_reference_is_current():
-    readme = (ROOT / "README.md").read_text()
-    assert readme_with_params_reference(readme) == readme, (
-        "run `python -m orchestry params-doc` to regenerate README.md's params reference"
+def test_the_params_reference_page_is_current():
+    page = (ROOT / "docs/params.md").read_text()
+    assert with_params_reference(page) == page, (
+        "run `python -m orchestry params-doc` to regenerate docs/params.md"
     )
 
 
 def test_params_doc_check_names_the_stale_line(tmp_path, monkeypatch, capsys):
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs/params.md").read_text()
     stale = readme.replace(
         "| `train.lr` | float > 0 | `0.0002` |", "| `train.lr` | float > 0 | `1e-4` |"
     )
     assert stale != readme
-    (tmp_path / "README.md").write_text(stale)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs/params.md").write_text(stale)
     monkeypatch.chdir(tmp_path)
     assert main(["params-doc", "--check"]) == 1
     err = capsys.readouterr().err
     line = stale.splitlines().index(next(x for x in stale.splitlines() if "`1e-4`" in x)) + 1
     assert f"line {line}:" in err and "train.lr" in err
-    assert (tmp_path / "README.md").read_text() == stale, "--check writes nothing"
+    assert (tmp_path / "docs/params.md").read_text() == stale, "--check writes nothing"
     assert main(["params-doc"]) == 0
-    assert (tmp_path / "README.md").read_text() == readme
+    assert (tmp_path / "docs/params.md").read_text() == readme
     assert main(["params-doc", "--check"]) == 0

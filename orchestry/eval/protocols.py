@@ -4,6 +4,7 @@
                   untrained base this is the paper's *naive concatenation* baseline; with the MAGRPO
                   adapters it is the trained team.
 - `single`        one model writes the whole entry point (it may define its own helpers).
+                  With the adapter `train_single` trained, it is the single agent (GRPO).
 - `sequential`    helpers answer first; the main agent sees their code in its prompt.
 - `discussion`    one round of discussion: each agent sees its teammates' first answers and revises.
 
@@ -148,8 +149,10 @@ def single(
     agent: str,
     n: int,
     sampling: SamplingSpec,
+    method: str = "single",
 ) -> list[dict[str, Any]]:
-    """One model writes the whole entry point."""
+    """One model writes the whole entry point (`method`: the rows' method name, e.g. `single_grpo`
+    for the single agent trained by GRPO)."""
     requests = [GenRequest(agent, env.solo_observe(t), n) for t in tasks]
     gens, wall = timed_generate(gen, requests, sampling)
     share = wall / (len(tasks) * n)
@@ -159,7 +162,7 @@ def single(
         for i, text in enumerate(g.texts):
             joint = env.solo_act(t, text)
             items.append((t, i, {agent: joint[env.roles.main]}, joint, share, tokens[i]))
-    return score_rows(env, "single", items)
+    return score_rows(env, method, items)
 
 
 def sequential(

@@ -6,12 +6,21 @@ here that a reader could not re-derive from those files.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from orchestry.eval.metrics import quarter_means
+from orchestry.eval.normalised import (
+    DEFINITION,
+    PAPER_COLUMNS,
+    PAPER_LABELS,
+    max_cooperation,
+    max_return,
+)
+from orchestry.eval.paired import paired_markdown
 
 # Each role on its own (eval/metrics.py RATES; training logs the same names per step).
 ROLE_RATES = [
@@ -35,13 +44,16 @@ def fractions(counts: dict[str, int], labels: list[str]) -> np.ndarray:
 
 
 def comparison_csv(table: pd.DataFrame) -> str:
-    """One row per method: the headline numbers, each rate with its 95% CI bounds."""
+    """One row per method: the headline numbers, each rate with its 95% CI bounds, then the
+    paper's normalised columns (eval/normalised.py, in percent)."""
     out = table[["method", "label", "return_mean", "tokens_per_s", "response_seconds_mean"]].copy()
     for col in CSV_RATES:
         ci = "pass@1_ci95" if col == "pass@1" else f"{col}_ci95"
         out[col] = table[col]
         out[f"{col}_ci_low"] = table[ci].map(lambda c: None if c is None else c[0])
         out[f"{col}_ci_high"] = table[ci].map(lambda c: None if c is None else c[1])
+    for col in PAPER_COLUMNS:
+        out[col] = table[col]
     return out.to_csv(index=False, float_format="%.6f")
 
 
@@ -66,7 +78,11 @@ def results_markdown(
     train: dict[str, Any],
     summary: dict[str, Any],
     runs: dict[str, pd.DataFrame],
+    weights: Mapping[str, float],
+    paired: Sequence[Mapping[str, Any]],
 ) -> str:
+    """results.md: the methods (ours and the paper's normalised columns), the paired differences
+    against the team, each role, training, and the cooperation schemes."""
     ks = [c for c in table.columns if c.startswith("pass@") and not c.endswith("ci95")]
     lines = [
         "# Results",
@@ -84,6 +100,7 @@ def results_markdown(
         "Syntax",
         "Test pass rate",
         "Coop. rate",
+        *PAPER_LABELS.values(),
         "Tokens/s",
         "s/sample",
         "Tokens/answer",
@@ -102,12 +119,16 @@ def results_markdown(
         cells += [
             f"{r['test_pass_rate']:.3f}",
             f"{r['coop_rate']:.3f}",
+            *(f"{r[col]:.1f}" for col in PAPER_COLUMNS),
             f"{r['tokens_per_s']:.1f}",
             f"{r['response_seconds_mean']:.2f}",
             f"{r['new_tokens_mean']:.0f}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", *searched_note(table)]
+    maxima = {"max_return": max_return(weights), "max_coop": max_cooperation(weights)}
+    lines += ["", DEFINITION.format(**maxima), *(["", *n] if (n := searched_note(table)) else [])]
+    labels = dict(zip(table["method"], table["label"], strict=True))
+    lines += ["", paired_markdown(paired, labels).rstrip("\n")]
     lines += [
         "",
         "## Each role on its own (test split; 95% CI over problems; n/a: no reference)",

@@ -23,7 +23,9 @@ DEFAULT_AGENTS = {
     "writing": ["first", "second"],
 }
 # The task sets (`prepare.sets` keys) each environment reads; the other sets are ignored.
-CODE_SETS = ("coop", "coop3", "humaneval")
+CODE_SETS = ("coop", "coop3", "humaneval", "humaneval_paper", "gen", "gen_unseen")
+# Sets of held-out problems only: their n_train must be 0 (envs/code/generated/catalogue.py).
+TEST_ONLY_SETS = ("gen_unseen",)
 ENV_SETS = {
     "code": CODE_SETS,
     "code_review": CODE_SETS,
@@ -48,7 +50,20 @@ class SetSplit(Section):
 class PrepareParams(Section):
     """Which problems go to the train and test splits (a seeded shuffle, disjoint)."""
 
-    sets: dict[Literal["coop", "humaneval", "coop3", "story", "tldr", "arxiv"], SetSplit] = Field(
+    sets: dict[
+        Literal[
+            "coop",
+            "humaneval",
+            "humaneval_paper",
+            "coop3",
+            "gen",
+            "gen_unseen",
+            "story",
+            "tldr",
+            "arxiv",
+        ],
+        SetSplit,
+    ] = Field(
         {
             "coop": SetSplit(n_train=24, n_test=8),
             "humaneval": SetSplit(n_train=0, n_test=0),
@@ -56,10 +71,29 @@ class PrepareParams(Section):
             "tldr": SetSplit(n_train=24, n_test=12),
         },
         description="Task sets used and their split sizes; only the sets of `env.name` are read "
-        "(code: `coop` 36 two-role problems, `humaneval` 164, `coop3` 7 three-role problems; "
-        "story: `story` 40 themes; writing: `tldr` 40 posts, `arxiv` 40 abstracts); a set left "
-        "out is not used.",
+        "(code: `coop` 36 two-role problems, `humaneval` 164, `humaneval_paper` the same 164 in "
+        "the paper's fixed split (train: the first n_train of HumanEval/33-162, test: the first "
+        "n_test of HumanEval/0-31), `coop3` 7 three-role problems, `gen` 2149 generated "
+        "problems of the trained families, `gen_unseen` 456 of the held-out families (test "
+        "only: n_train 0; docs/generated_problems.md); story: `story` 40 themes; writing: "
+        "`tldr` 40 posts, `arxiv` 40 abstracts); a set left out is not used.",
     )
+
+    @model_validator(mode="after")
+    def _splits_fit_the_sets(self) -> PrepareParams:
+        for name in TEST_ONLY_SETS:
+            if name in self.sets and self.sets[name].n_train != 0:
+                raise ValueError(
+                    f"prepare.sets.{name}.n_train must be 0, got {self.sets[name].n_train}: "
+                    f"{name} holds held-out families only (test split); train on `gen`"
+                )
+        both = [name for name in ("humaneval", "humaneval_paper") if name in self.sets]
+        if len(both) == 2 and all(self.sets[n].n_train + self.sets[n].n_test for n in both):
+            raise ValueError(
+                "prepare.sets: humaneval and humaneval_paper are the same 164 problems; give "
+                "only one of them n_train or n_test > 0"
+            )
+        return self
 
 
 class StoryParams(Section):

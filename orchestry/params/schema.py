@@ -1,6 +1,6 @@
 """The typed schema of params.yaml: one pydantic model per section.
 
-These models are the only home of the defaults and their descriptions: README.md's params reference is
+These models are the only home of the defaults and their descriptions: docs/params.md (the params reference) is
 rendered from them (orchestry/params_doc.py, `python -m orchestry params-doc`), Snakemake's JSON schema
 too (`python -m orchestry schema`), and the tests check that params.yaml sets exactly these defaults.
 """

@@ -3,7 +3,8 @@
 Figures: training curves (return and each reward level vs step, smoothed, with a band across seeds when
 several runs exist), baseline comparison (pass@1 and return with 95% CIs), scheme distribution per
 method, scheme evolution over training, and speed (tokens/s, response time). `reports/results.md` holds
-the methods x metrics tables.
+the methods x metrics tables (with the paper's normalised columns) and the paired differences of the
+team against each method, also in `reports/paired.csv`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from orchestry import io, paths  # noqa: E402
+from orchestry.eval.normalised import paper_columns  # noqa: E402
+from orchestry.eval.paired import paired_csv, paired_markdown, paired_rows  # noqa: E402
 from orchestry.eval.tables import (  # noqa: E402
     ROLE_RATES,
     ablations_markdown,
@@ -34,7 +37,7 @@ from orchestry.eval.text_tables import (  # noqa: E402
     text_comparison_csv,
     text_results_markdown,
 )
-from orchestry.params import BASELINE_NAMES, Params  # noqa: E402
+from orchestry.params import Params  # noqa: E402
 
 HISTORY = paths.HISTORY
 SEED_RUNS = paths.SEED_RUNS
@@ -48,6 +51,7 @@ METHOD_LABELS = {
     "naive_concat": "Naive concat.",
     "sequential": "Sequential",
     "discussion": "Discussion",
+    "single_grpo": "Single agent (GRPO)",
     "magrpo": "MAGRPO (ours)",
     "prompt_policy": "Prompt policy",
     "beam": "Beam search*",
@@ -64,8 +68,7 @@ LEVELS = [
 
 
 def metric_paths() -> dict[str, Path]:
-    files = {n: paths.metrics(n) for n in (*BASELINE_NAMES, "magrpo", *FROZEN_METHODS)}
-    return files
+    return {n: paths.metrics(n) for n in METHOD_LABELS}  # every method, in the tables' order
 
 
 def _style() -> None:
@@ -335,10 +338,21 @@ def run(params: Params) -> None:
     plot_schemes(summary)
     plot_roles_training(runs["this run"], params.figures.smoothing)
     plot_roles_by_method(table)
+    rows = load_rows(table)
+    weights = params.reward.model_dump()
+    paper = [paper_columns(rows[m], weights) for m in table["method"]]
+    table = pd.concat([table, pd.DataFrame(paper, index=table.index)], axis=1)
+    paired = paired_rows(rows, params.evaluate.bootstrap, params.seed)
+    io.write_text(paths.PAIRED_CSV, paired_csv(paired))
     io.write_text(COMPARISON_CSV, comparison_csv(table))
-    io.write_text(RESULTS_MD, results_markdown(table, train, summary, runs))
+    io.write_text(RESULTS_MD, results_markdown(table, train, summary, runs, weights, paired))
     magrpo = table[table["method"] == "magrpo"].iloc[0].to_dict()
     io.write_text(paths.ABLATIONS_MD, ablations_markdown(magrpo, train, ablation_runs()))
+
+
+def load_rows(table: pd.DataFrame) -> dict[str, list[dict[str, Any]]]:
+    """The generations.jsonl rows of each method in the table."""
+    return {method: io.read_jsonl(paths.generations(method)) for method in table["method"]}
 
 
 def ablation_runs() -> dict[str, dict[str, Any]]:
@@ -355,7 +369,7 @@ def ablation_runs() -> dict[str, dict[str, Any]]:
 
 def run_text(params: Params, table: pd.DataFrame) -> None:
     """A text environment's report: training curves and method bars of the return and each part of
-    its reward (95% CIs over tasks), speed, comparison.csv and results.md."""
+    its reward (95% CIs over tasks), speed, comparison.csv, paired.csv and results.md."""
     parts = list(table["reward_parts"].iloc[0])
     history = pd.read_csv(HISTORY)
     panels = [("return_mean", "Return")] + [(f"reward/{p}", p.capitalize()) for p in parts]
@@ -377,5 +391,9 @@ def run_text(params: Params, table: pd.DataFrame) -> None:
     plot_cost(table)
     train = json.loads(paths.TRAIN_METRICS.read_text())
     io.write_text(COMPARISON_CSV, text_comparison_csv(table, parts))
-    io.write_text(RESULTS_MD, text_results_markdown(table, parts, train, history))
+    paired = paired_rows(load_rows(table), params.evaluate.bootstrap, params.seed)
+    io.write_text(paths.PAIRED_CSV, paired_csv(paired))
+    labels = dict(zip(table["method"], table["label"], strict=True))
+    md = text_results_markdown(table, parts, train, history)
+    io.write_text(RESULTS_MD, md + "\n" + paired_markdown(paired, labels))
     io.write_text(paths.ABLATIONS_MD, text_ablations_note())

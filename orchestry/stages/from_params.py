@@ -32,6 +32,7 @@ from orchestry.envs.code.reward import RewardWeights
 from orchestry.envs.code.sandbox import SandboxLimits
 from orchestry.envs.code_review.env import CodeReviewEnv
 from orchestry.envs.code_review.reward import CodeReviewSettings
+from orchestry.envs.solo import SOLO_AGENT, SoloEnv
 from orchestry.envs.story.env import StoryEnv, StoryJudge
 from orchestry.envs.story.reward import StorySettings
 from orchestry.envs.story.tasks import load_judge_prompt, load_roles
@@ -80,6 +81,15 @@ def make_policy(params: Params) -> TeamPolicy:
         seed=params.seed,
         gradient_checkpointing=gradient_checkpointing(params),
     )
+
+
+def single_agent_params(params: Params) -> Params:
+    """The team's params with one agent, `SOLO_AGENT`, on the team's base model (`model.name`): the
+    single agent's policy (`make_policy`) and training run, with every other section unchanged."""
+    model = params.model.model_copy(
+        update={"agents": [SOLO_AGENT], "agent_models": {}, "shared_adapter": False}
+    )
+    return params.model_copy(update={"model": model})
 
 
 def microbatch(params: Params) -> int:
@@ -188,6 +198,12 @@ def make_env(params: Params, training: bool = True) -> Env:
         params.train.feedback if training else None,
         rename_lone_helper=params.env.rename_lone_helper,
     )
+
+
+def make_solo_env(params: Params) -> SoloEnv:
+    """The training environment `env.name` selects, seen by one agent alone (the whole task, its
+    answer scored as the team's joint action): what `train_single` trains on."""
+    return SoloEnv(make_env(params))  # type: ignore[arg-type]  # every env has the solo views
 
 
 def read_tasks(params: Params, split: str) -> list[Any]:

@@ -3,7 +3,9 @@
 Code problems: each helper with a reference gets unit tests derived from a recorded run of the
 reference program in the sandbox (envs/code/unit_tests.py), so "is aux right on its own" can be
 measured later (the code_review workflow reads the same problems). Story themes and writing sources
-are split as they are.
+are split as they are. Every set is split by the seeded shuffle (`split_problems`) except
+`humaneval_paper`, whose split is the paper's, fixed by task index (envs/code/humaneval.py). The
+generated sets (`gen`, `gen_unseen`: envs/code/generated) are made here, at their fixed seed.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from orchestry import io, paths
-from orchestry.envs.code.humaneval import load_humaneval
+from orchestry.envs.code.generated import GEN_SETS, generated_set
+from orchestry.envs.code.humaneval import load_humaneval, paper_split
 from orchestry.envs.code.problems import (
     Problem,
     load_problem_dir,
@@ -28,9 +31,20 @@ from orchestry.params.env_schema import ENV_SETS
 def load_set(env: str, name: str) -> list[Any]:
     if env in TEXT_TASKS:
         return TEXT_TASKS[env].load_set(name)
-    if name == "humaneval":
+    if name in ("humaneval", "humaneval_paper"):
         return load_humaneval()
+    if name in GEN_SETS:
+        return generated_set(name)
     return load_problem_dir(paths.PROBLEM_DIRS[name])
+
+
+def split_set(
+    name: str, tasks: list[Any], n_train: int, n_test: int, seed: int
+) -> tuple[list[Any], list[Any]]:
+    """A set's (train, test): the seeded shuffle, or the paper's fixed split for humaneval_paper."""
+    if name == "humaneval_paper":
+        return paper_split(tasks, n_train, n_test)
+    return split_problems(tasks, n_train, n_test, seed)
 
 
 def run(params: Params) -> None:
@@ -42,7 +56,7 @@ def run(params: Params) -> None:
         if split.n_train + split.n_test == 0 or name not in ENV_SETS[env]:
             continue
         tasks = load_set(env, name)
-        tr, te = split_problems(tasks, split.n_train, split.n_test, params.seed)
+        tr, te = split_set(name, tasks, split.n_train, split.n_test, params.seed)
         train += tr
         test += te
         summary[name] = {"available": len(tasks), "train": len(tr), "test": len(te)}

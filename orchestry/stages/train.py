@@ -313,12 +313,9 @@ def summarize(history: list[dict[str, float]]) -> dict[str, Any]:
     return {**out, "tokens_per_s": float(np.mean([h["tokens_per_s"] for h in history]))}
 
 
-def run(params: Params) -> None:
-    """The train stage: this process alone, one rank under torchrun, or the launcher of
-    `train.processes` ranks; rank 0 writes the outputs."""
-    if launched_ranks(params, params.train.processes, ["train"], "train.processes"):
-        return
-    check_dvclive()
+def training_plan(params: Params) -> tuple[list[Any], list[list[str]]]:
+    """The training split and each step's problem ids, seeded: every stage that trains on these
+    params (`train`, `train_single`) takes the same problems in the same order."""
     world_size = world_from_env().size
     if world_size > params.train.problems_per_step:
         raise TrainingFailed(
@@ -333,20 +330,36 @@ def run(params: Params) -> None:
     plan = schedule_problems(
         problems, params.train.problems_per_step, params.train.epochs, params.seed
     )
-    if params.train.max_steps:
-        plan = plan[: params.train.max_steps]
+    return problems, plan[: params.train.max_steps] if params.train.max_steps else plan
+
+
+def training_hooks(
+    params: Params, out_dir: Path, world: World
+) -> tuple[ExpertFn | None, JudgeFn | None]:
+    """The Claude hooks the train section asks for (their ledger in `out_dir`); one process only."""
+    expert, judge = claude_hooks(params, out_dir)
+    if world.size > 1 and (expert or judge):
+        raise TrainingFailed(
+            "train.feedback expert_edits and train.judge_weight > 0 (Claude) run in one "
+            "training process only: set train.processes to 1"
+        )
+    return expert, judge
+
+
+def run(params: Params) -> None:
+    """The train stage: this process alone, one rank under torchrun, or the launcher of
+    `train.processes` ranks; rank 0 writes the outputs."""
+    if launched_ranks(params, params.train.processes, ["train"], "train.processes"):
+        return
+    check_dvclive()
+    problems, plan = training_plan(params)
     world = start_world(device_type(params.model.device))
     try:
         if not world.is_main:  # rank 0 speaks for the run
             logging.getLogger("orchestry").setLevel(logging.WARNING)
         policy, env = make_policy(params), make_env(params)
         ckpt_dir = paths.CHECKPOINTS / f"train-{run_hash(params, problems)}"
-        expert, judge = claude_hooks(params, paths.TRAIN)
-        if world.size > 1 and (expert or judge):
-            raise TrainingFailed(
-                "train.feedback expert_edits and train.judge_weight > 0 (Claude) run in one "
-                "training process only: set train.processes to 1"
-            )
+        expert, judge = training_hooks(params, paths.TRAIN, world)
         work = paths.TRAIN / ".partial"
         work.mkdir(parents=True, exist_ok=True)
         history = train_loop(

@@ -87,6 +87,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", ["peft", "written"])
 def test_two_gloo_ranks_step_like_one_process(tmp_path, path):
     threads = torch.get_num_threads()

@@ -19,6 +19,8 @@ from orchestry.agents.lora.device_sampler import draw
 from orchestry.agents.lora.graph_decode import PROMPT_BUCKET, ROW_BUCKET, decode_shape, supports
 from orchestry.agents.lora.team import TeamPolicy
 
+pytestmark = pytest.mark.slow  # a real model trains or generates in every test here
+
 PROMPT = [{"role": "user", "content": "Name one colour."}]
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import huggingface_hub.constants
 import pytest
 import torch
-from conftest import lora, model_spec, sampling
+from conftest import MODEL_CACHE, lora, model_spec, sampling
 from peft import PeftModel
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -28,6 +28,8 @@ from orchestry.agents.lora.base_model import (
 from orchestry.agents.lora.kv_prefix import can_share_prefix, checkpointing, plan_prefixes
 from orchestry.agents.lora.stacked_lora import stacked_lora
 from orchestry.agents.lora.team import TeamPolicy
+
+pytestmark = pytest.mark.slow  # a real model trains or generates in every test here
 
 AGENTS = ("aux", "main")
 LORA = lora(r=8, alpha=16)
@@ -71,13 +73,9 @@ def gguf() -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
 
 
 @pytest.fixture(scope="module")
-def spec(
-    tmp_path_factory: pytest.TempPathFactory, gguf: tuple[PreTrainedModel, PreTrainedTokenizerBase]
-) -> ModelSpec:
-    """The embedded model, converted once into a fresh cache folder for this module."""
-    cache = tmp_path_factory.mktemp("models")
-    save_plain_model(*gguf, cache / EMBEDDED_MODEL)
-    return model_spec(cache_dir=str(cache))
+def spec() -> ModelSpec:
+    """The embedded model as the stages convert it (once per checkout: conftest.MODEL_CACHE)."""
+    return model_spec(cache_dir=str(MODEL_CACHE))
 
 
 @pytest.fixture(scope="module")
@@ -116,11 +114,13 @@ def reference_greedy(
 
 
 def test_converted_model_has_the_gguf_logits(
-    spec: ModelSpec, gguf: tuple[PreTrainedModel, PreTrainedTokenizerBase]
+    tmp_path: Path, gguf: tuple[PreTrainedModel, PreTrainedTokenizerBase]
 ) -> None:
-    converted = Path(spec.cache_dir) / EMBEDDED_MODEL
+    spec = model_spec(cache_dir=str(tmp_path))  # a conversion of its own, into an empty cache
+    save_plain_model(*gguf, tmp_path / EMBEDDED_MODEL)
+    converted = tmp_path / EMBEDDED_MODEL
     assert (converted / "model.safetensors").is_file() and (converted / "tokenizer.json").is_file()
-    assert [p.name for p in Path(spec.cache_dir).iterdir()] == [EMBEDDED_MODEL]  # no temp folder
+    assert [p.name for p in tmp_path.iterdir()] == [EMBEDDED_MODEL]  # no temp folder
     gguf_model, tokenizer = gguf
     assert gguf_model.hf_quantizer is not None  # the marker the conversion removes
     plain, _ = load_base_model(spec)

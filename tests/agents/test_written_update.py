@@ -8,18 +8,16 @@ from collections.abc import Iterator
 
 import pytest
 import torch
-from conftest import lora, model_spec
+from conftest import MODEL_CACHE, lora, model_spec
 
 from orchestry.agents.lora.base_model import (
-    EMBEDDED_MODEL,
     ModelSpec,
-    embedded_gguf_path,
-    load_gguf_model,
-    save_plain_model,
 )
 from orchestry.agents.lora.team import TeamPolicy
 from orchestry.algos.magrpo import RowLoss
 from orchestry.algos.pg_update import Optimizers, OptimizerSettings, UpdateSettings, update_agents
+
+pytestmark = pytest.mark.slow  # a real model trains or generates in every test here
 
 AGENTS = ("aux", "main")
 
@@ -33,10 +31,9 @@ def one_thread() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def spec(tmp_path_factory: pytest.TempPathFactory) -> ModelSpec:
-    cache = tmp_path_factory.mktemp("models")
-    save_plain_model(*load_gguf_model(embedded_gguf_path()), cache / EMBEDDED_MODEL)
-    return model_spec(cache_dir=str(cache))
+def spec() -> ModelSpec:
+    """The embedded model as the stages convert it (once per checkout: conftest.MODEL_CACHE)."""
+    return model_spec(cache_dir=str(MODEL_CACHE))
 
 
 def team(spec: ModelSpec, path: str, targets: tuple[str, ...]) -> TeamPolicy:

@@ -37,6 +37,7 @@ def real():
     torch.set_num_threads(threads)
 
 
+@pytest.mark.slow
 def test_calls_tester_reports_and_what_each_role_sees(real):
     pool, gen, (task, _) = real
     (aux,) = pool.call([(task, "aux", ())])
@@ -71,6 +72,7 @@ def test_calls_tester_reports_and_what_each_role_sees(real):
     assert len(gen.requests) == before + 1 and len(gen.requests[-1]) == 2
 
 
+@pytest.mark.slow
 def test_fixed_orders_on_the_real_env(real):
     pool, gen, tasks = real
     orders = fixed_orders(("aux", "main"), pool.members, 4)
@@ -118,6 +120,7 @@ def test_orders_transitions_features_and_bad_pools():
     assert pool.features((), 4) == [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
 
 
+@pytest.mark.slow
 def test_the_pool_on_the_story_env():
     """Any environment: three roles and the tester on the story task (offline judge)."""
     import torch

@@ -326,6 +326,7 @@ def one_torch_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.mark.slow
 def test_real_model_on_the_code_env(one_torch_thread):
     from orchestry.envs.code.problems import load_problem_dir
     from orchestry.eval.metrics import compute_metrics

@@ -141,6 +141,7 @@ def test_reinforce_finds_the_best_agent_in_each_state():
         assert int(p.argmax()) == best and p[best] > 0.9
 
 
+@pytest.mark.slow
 def test_cost_weight_shifts_choice_to_the_cheap_agent():
     context = torch.ones(1, 4)
     success = [[0.8, 0.9]]  # agent 0: cheap (cost 1), agent 1: expensive (cost 10)

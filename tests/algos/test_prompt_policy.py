@@ -321,6 +321,7 @@ def test_load_rules_names_a_bad_file(tmp_path: Path):
         load_rules(bad)
 
 
+@pytest.mark.slow
 def test_learn_with_the_embedded_model_on_the_code_env(tmp_path: Path):
     """The real team (smollm2 with an adapter per agent, one for the reflector) on a real coop
     problem in the sandbox: one round, whatever the model writes, a well-formed state."""

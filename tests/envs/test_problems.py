@@ -133,6 +133,7 @@ def test_load_humaneval_missing_file_says_how_to_install(tmp_path):
         load_humaneval(tmp_path / "HumanEval.jsonl.gz")
 
 
+@pytest.mark.slow
 def test_humaneval_canonical_solutions_pass_and_a_wrong_program_does_not(humaneval):
     wrong = [f"def {p.entry_point}(*args, **kwargs):\n    return None\n" for p in humaneval]
     reports = _run(humaneval + humaneval, [p.reference_program() for p in humaneval] + wrong)

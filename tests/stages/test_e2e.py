@@ -1,12 +1,17 @@
-"""End to end: the real pipeline on a tiny params file with the embedded model, via DVC and Snakemake."""
+"""End to end: the real pipeline on a tiny params file with the embedded model, via DVC and Snakemake.
+
+Every test here reads the one shared tiny run (`tiny_pipeline` in conftest.py)."""
 
 import json
 from pathlib import Path
 
-from conftest import run_in
+import pytest
+from conftest import PIPELINE, copy_repo, run_in
 
 from orchestry.eval.metrics import compute_metrics
+from orchestry.eval.paired import COLUMNS
 
+pytestmark = [PIPELINE, pytest.mark.e2e]
 BASELINES = ["single", "naive_concat", "sequential", "discussion"]
 FROZEN = ["prompt_policy", "beam", "best_of"]  # methods for teams whose weights do not change
 
@@ -18,9 +23,9 @@ def strip_timing(path: Path) -> list[dict]:
     return rows
 
 
-def test_dvc_repro_then_snakemake_give_the_same_results(tiny_repo, tmp_path):
-    repo, _ = tiny_repo
-    run_in(repo, "dvc", "repro")
+def test_dvc_repro_runs_every_stage_and_reports(tiny_pipeline):
+    repo = tiny_pipeline.repo
+    assert "Running stage 'train'" not in tiny_pipeline.default_log  # the opt-in run made it
     for name in [
         "reports/results.md",
         "results/smoke/smoke.json",
@@ -40,6 +45,11 @@ def test_dvc_repro_then_snakemake_give_the_same_results(tiny_repo, tmp_path):
         assert (repo / f"reports/figures/{fig}.png").stat().st_size > 10_000
     results = (repo / "reports/results.md").read_text()
     assert "Prompt policy" in results and "Beam search*" in results and "Best-of-M*" in results
+    assert "## Paired differences" in results and "| Return % | Tests % | Coop % |" in results
+    paired = (repo / "reports/paired.csv").read_text().splitlines()
+    assert paired[0] == ",".join(COLUMNS)
+    methods = {line.split(",")[4] for line in paired[1:]}
+    assert methods == {*BASELINES, *FROZEN}
     prompts = json.loads((repo / "results/prompt_policy/prompts.json").read_text())
     assert len(prompts["rounds"]) == 1 and prompts["candidates"][0]["rules"] == {}
     for b in BASELINES + FROZEN:  # every number in metrics.json is derivable from generations.jsonl
@@ -67,16 +77,18 @@ def test_dvc_repro_then_snakemake_give_the_same_results(tiny_repo, tmp_path):
             "coop_rate",
             "tokens_per_s",
         }
-    second = run_in(repo, "dvc", "repro")
-    assert (
-        "is cached" in second.stdout + second.stderr
-        or "up to date" in second.stdout + second.stderr
-    )
+
+
+def test_a_second_dvc_repro_runs_nothing(tiny_pipeline):
+    second = run_in(tiny_pipeline.repo, "dvc", "repro")
+    out = second.stdout + second.stderr
+    assert "is cached" in out or "up to date" in out
     assert "Running stage" not in second.stdout
 
-    # the same stages through Snakemake in a second copy: prepared data and baselines identical
-    from conftest import copy_repo
 
+def test_snakemake_gives_what_dvc_gave(tiny_pipeline, tmp_path):
+    """The same stages through Snakemake in a fresh copy: prepared data and baselines identical."""
+    repo = tiny_pipeline.repo
     other = copy_repo(tmp_path / "other")
     (other / "params.yaml").write_text((repo / "params.yaml").read_text())
     targets = [f"results/baselines/{b}/metrics.json" for b in BASELINES]
@@ -90,7 +102,9 @@ def test_dvc_repro_then_snakemake_give_the_same_results(tiny_repo, tmp_path):
             other / f"results/baselines/{b}/generations.jsonl"
         ), b
 
-    # the browsable report: every figure and results.md, with their captions
+
+def test_the_browsable_report_holds_every_figure_and_results_md(tiny_pipeline):
+    repo = tiny_pipeline.repo
     run_in(repo, "snakemake", "--report", "reports/report.html")
     html = (repo / "reports/report.html").read_text(errors="replace")
     for name in ["training_curves.png", "baseline_comparison.png", "speed.png", "results.md"]:

@@ -22,6 +22,7 @@ from orchestry.stages.shards import in_split_order, rows_in_shards
 TINY = {"sampling": {"max_new_tokens": 24}, "evaluate": {"n_samples": 2, "bootstrap": 20}}
 
 
+@pytest.mark.slow
 def test_two_processes_answer_each_problem_as_its_rank_would_alone(tiny_repo, monkeypatch):
     repo, write = tiny_repo
     write(**{**TINY, "evaluate": {**TINY["evaluate"], "processes": 2}})

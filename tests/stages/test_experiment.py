@@ -5,6 +5,7 @@ import json
 import pytest
 import yaml
 from conftest import ROOT, run_in
+from test_text_envs import check_text_report, text_config
 
 from orchestry.experiment import merged, pipeline_commands, resolve, stage_commands, with_params
 
@@ -47,14 +48,14 @@ def test_the_humaneval_lever_adds_training_problems_and_no_test_problem():
 
 @pytest.mark.e2e
 def test_experiment_runs_apart_reports_and_goes_on_where_it_stopped(tiny_repo):
+    """The runner on the code-review environment (its whole-pipeline check too, test_text_envs.py)."""
     repo, _ = tiny_repo
-    (repo / "exp.yaml").write_text("train: {max_steps: 1}\nevaluate: {n_samples: 1}\n")
+    config = text_config("code_review", {"coop"})
+    (repo / "exp.yaml").write_text(yaml.safe_dump(config))
     run = run_in(repo, "python", "-m", "orchestry.experiment", "exp.yaml", timeout=1500)
+    check_text_report(repo, "exp", config)
     out = repo / "reports" / "exp"
-    header = (out / "comparison.csv").read_text().splitlines()[0].split(",")
-    assert {"method", "coop_rate", "coop_rate_ci_low", "test_pass_rate_ci_high"} <= set(header)
-    assert yaml.safe_load((out / "params.yaml").read_text())["train"]["max_steps"] == 1
-    assert json.loads((out / "train_metrics.json").read_text())["steps"] == 1
+    assert yaml.safe_load((out / "params.yaml").read_text())["train"]["max_steps"] == 2
     assert (out / "figures").is_dir() and (out / "results.md").is_file()
     wall = json.loads((out / "wall_time.json").read_text())
     assert wall["total_s"] > 0 and "train" in wall["stages_s"]

@@ -41,10 +41,12 @@ def test_comparison_csv_has_each_rate_with_its_ci() -> None:
         "new_tokens": 5,
     }
     m = compute_metrics([row, {**row, "problem_id": "b"}], ks=[1], resamples=20, seed=0)
-    table = pd.DataFrame([{"method": "magrpo", "label": "MAGRPO", **m}])
+    paper = {"return_pct": 100.0, "tests_pct": 100.0, "coop_pct": 0.0}
+    table = pd.DataFrame([{"method": "magrpo", "label": "MAGRPO", **m, **paper}])
     head = comparison_csv(table).splitlines()[0].split(",")
     for col in ("coop_rate", "test_pass_rate"):
         assert {col, f"{col}_ci_low", f"{col}_ci_high"} <= set(head)
+    assert head[-3:] == ["return_pct", "tests_pct", "coop_pct"]
     assert comparison_csv(table).splitlines()[1].split(",")[head.index("aux_correct_rate")] == ""
 
 
@@ -70,17 +72,64 @@ def test_the_frozen_team_methods_are_left_out_only_when_absent(tmp_path, monkeyp
 
     files = {m: tmp_path / f"{m}.json" for m in figures.METHOD_LABELS}
     monkeypatch.setattr(figures, "metric_paths", lambda: files)
-    for method in ["single", "naive_concat", "sequential", "discussion", "magrpo", "beam"]:
+    methods = ["single", "naive_concat", "sequential", "discussion", "single_grpo", "magrpo"]
+    for method in [*methods, "beam"]:
         files[method].write_text(json.dumps({"return_mean": 1.0}))
     table = figures.load_table()
-    assert list(table["method"]) == [
-        "single",
-        "naive_concat",
-        "sequential",
-        "discussion",
-        "magrpo",
-        "beam",
-    ]
+    assert list(table["method"]) == [*methods, "beam"]
     files["single"].unlink()
     with pytest.raises(FileNotFoundError, match="single.json is missing"):
         figures.load_table()
+
+
+def _code_rows(method: str, pid: str, total: float, n: int = 2) -> list[dict]:
+    reward = {"total": total, "structure": 1.0, "syntax": 0.5, "pass_rate": total / 4}
+    reward |= {"main_calls_aux": True, "cooperation": total - 2.5}
+    row = {"method": method, "problem_id": pid, "correct": total == 4.0, "main_defined": True}
+    row |= {"aux_defined": 1.0, "aux_correct": None, "main_correct_ref_aux": None}
+    return [{**row, "reward": reward, "seconds": 1.0, "new_tokens": 5} for _ in range(n)]
+
+
+def test_the_stage_writes_paired_csv_and_the_paper_columns(tmp_path, monkeypatch) -> None:
+    """The code branch of `figures.run` on saved rows (the figures themselves left out)."""
+    from orchestry import io, paths
+    from orchestry.eval.metrics import compute_metrics
+    from orchestry.eval.paired import COLUMNS
+    from orchestry.params import parse_params
+
+    monkeypatch.chdir(tmp_path)  # every pipeline path is relative to the project root
+    for name in dir(figures):
+        if name.startswith("plot_"):
+            monkeypatch.setattr(figures, name, lambda *a, **k: None)
+    scores = {"magrpo": 4.0, "single": 3.0, "naive_concat": 3.0, "sequential": 4.0}
+    scores |= {"discussion": 3.5, "single_grpo": 3.0}
+    for method, score in scores.items():
+        rows = _code_rows(method, "coop/a", score) + _code_rows(method, "humaneval/H/0", score)
+        io.write_jsonl(paths.generations(method), rows)
+        io.write_json(paths.metrics(method), compute_metrics(rows, [1], 50, 0))
+    io.write_json(figures.SCHEMES, {"labels": ["x"], "per_method": {}, "training_windows": []})
+    io.write_json(paths.TRAIN_METRICS, {"steps": 2})
+    io.write_text(paths.HISTORY, "return_mean,coop_rate\n1.0,0.0\n2.0,0.5\n")
+    figures.run(parse_params({}))
+
+    lines = paths.PAIRED_CSV.read_text().splitlines()
+    assert lines[0] == ",".join(COLUMNS)
+    paired = pd.read_csv(paths.PAIRED_CSV)
+    assert len(paired) == 3 * 4 * 5  # {all, coop, humaneval} x 4 metrics x 5 other methods
+    assert set(paired["method"]) == set(scores) - {"magrpo"}
+    single = paired.query("heldout_set == 'all' and metric == 'return' and method == 'single'")
+    assert single[["n_problems", "n_samples", "diff"]].values.tolist() == [[2, 2, 1.0]]
+    same = paired.query("method == 'sequential'")
+    assert (same["diff"] == 0).all() and (same["ci_low"] == 0).all()
+
+    comparison = pd.read_csv(paths.COMPARISON_CSV).set_index("method")
+    assert comparison.loc["magrpo", ["return_pct", "tests_pct", "coop_pct"]].tolist() == [
+        100.0,
+        100.0,
+        100.0,
+    ]
+    assert comparison.loc["single", "return_pct"] == 75.0
+    md = paths.RESULTS_MD.read_text()
+    assert "| Return % | Tests % | Coop % |" in md and "(arXiv 2508.04652, Table 2)" in md
+    assert "## Paired differences (team − method, 95% paired bootstrap CI" in md
+    assert "| all | 2 | 2 | return | Single model | 4.000 | 3.000 | **+1.000** |" in md

@@ -5,15 +5,15 @@ import json
 
 import pytest
 import torch
-from conftest import ROOT, run_in
+from conftest import PIPELINE, ROOT, run_in
 
 FIXED = ["team", "sequential", "round_robin"]
 
 
-def test_dvc_repro_of_the_opt_in_pipeline(tiny_repo):
-    repo, _ = tiny_repo
-    first = run_in(repo, "dvc", "repro", "optional/dvc.yaml")
-    out = first.stdout + first.stderr
+@PIPELINE
+@pytest.mark.e2e
+def test_dvc_repro_of_the_opt_in_pipeline(tiny_pipeline):
+    repo, out = tiny_pipeline.repo, tiny_pipeline.optional_log  # the shared run's first command
     assert "Running stage 'optional/dvc.yaml:orchestrate'" in out
     assert "Running stage 'baseline" not in out  # only what orchestrate needs ran
     metrics = json.loads((repo / "results/orchestrate/metrics.json").read_text())
@@ -41,6 +41,7 @@ def test_dvc_repro_of_the_opt_in_pipeline(tiny_repo):
     assert "Running stage" not in again.stdout
 
 
+@pytest.mark.slow
 def test_without_trained_adapters_it_names_them_and_writes_nothing(tiny_repo):
     repo, _ = tiny_repo
     run_in(repo, "python", "-m", "orchestry", "prepare")
@@ -51,6 +52,7 @@ def test_without_trained_adapters_it_names_them_and_writes_nothing(tiny_repo):
     assert not (repo / "results/orchestrate").exists()
 
 
+@pytest.mark.slow
 def test_an_interrupted_training_resumes_to_the_same_policy(tmp_path):
     from orchestry.algos.agent_pool import TESTER, AgentPool
     from orchestry.envs.code.problems import load_problem_dir

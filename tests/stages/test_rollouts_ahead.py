@@ -27,6 +27,7 @@ def test_ahead_needs_a_single_turn():
         parse_params({"train": {"rollouts_ahead": 1, "turns": 2}})
 
 
+@pytest.mark.slow
 def test_the_next_step_is_generated_before_the_update_but_not_across_a_checkpoint(
     tmp_path, monkeypatch
 ):

@@ -36,21 +36,20 @@ def test_settings_that_do_not_fit_the_environment_are_errors(overrides, message)
         parse_params(overrides)
 
 
-@pytest.mark.e2e
-@pytest.mark.parametrize(
-    "env,sets", [("story", {"story"}), ("writing", {"tldr"}), ("code_review", {"coop"})]
-)
-def test_a_text_environment_runs_every_stage(tiny_repo, env, sets):
-    repo, _ = tiny_repo
-    config = {
+def text_config(env: str, sets: set[str]) -> dict:
+    """A tiny experiment config of a text environment: two tasks a split, two steps, two samples."""
+    return {
         "env": {"name": env},
         "prepare": {"sets": {s: {"n_train": 2, "n_test": 2} for s in sets}},
         "train": {"max_steps": 2},
         "evaluate": {"n_samples": 2},
     }
-    (repo / "text.yaml").write_text(yaml.safe_dump(config))
-    run_in(repo, "python", "-m", "orchestry.experiment", "text.yaml", timeout=1500)
-    out = repo / "reports" / "text"
+
+
+def check_text_report(repo, name: str, config: dict) -> None:
+    """What `python -m orchestry.experiment` must have reported for a text environment's run."""
+    env, sets = config["env"]["name"], set(config["prepare"]["sets"])
+    out = repo / "reports" / name
     split = json.loads((out / "split.json").read_text())
     assert split["env"] == env and set(split["sets"]) == sets
     if env != "code_review":  # the code problems' sets stay out of the text environments' splits
@@ -60,17 +59,30 @@ def test_a_text_environment_runs_every_stage(tiny_repo, env, sets):
     assert "pass@1" not in header
     methods = {line.split(",")[0] for line in (out / "comparison.csv").read_text().splitlines()[1:]}
     assert methods == {
-        *("single", "naive_concat", "sequential", "discussion", "magrpo"),
+        *("single", "naive_concat", "sequential", "discussion", "single_grpo", "magrpo"),
         *("prompt_policy", "beam", "best_of"),
     }
+    paired = (out / "paired.csv").read_text().splitlines()
+    assert {line.split(",")[3] for line in paired[1:]} == {"return"}
     results = (out / "results.md").read_text()
     assert "MAGRPO (ours)" in results and "First vs last quarter" in results
     train = json.loads((out / "train_metrics.json").read_text())
     assert train["steps"] == 2 and "coop_rate_last_quarter" not in train
-    work = repo / "build" / "experiments" / "text"
+    work = repo / "build" / "experiments" / name
     rows = [json.loads(x) for x in (work / "results/train/rollouts.jsonl").read_text().splitlines()]
     agents = parse_params(config).model.agents
     assert rows and all(set(r["code"]) == set(agents) and "text" in r for r in rows)
     assert "correct" not in rows[0] and "total" in rows[0]["reward"]
     assert json.loads((work / "results/schemes/summary.json").read_text())["per_method"] == {}
     assert (out / "figures" / "baseline_comparison.png").is_file()
+
+
+# code_review runs in tests/stages/test_experiment.py, where it also checks the experiment runner
+@pytest.mark.e2e
+@pytest.mark.parametrize("env,sets", [("story", {"story"}), ("writing", {"tldr"})])
+def test_a_text_environment_runs_every_stage(tiny_repo, env, sets):
+    repo, _ = tiny_repo
+    config = text_config(env, sets)
+    (repo / "text.yaml").write_text(yaml.safe_dump(config))
+    run_in(repo, "python", "-m", "orchestry.experiment", "text.yaml", timeout=1500)
+    check_text_report(repo, "text", config)

@@ -36,6 +36,7 @@ def adapter_bytes(repo: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.safetensors"))}
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume_gives_bit_identical_adapters(tiny_repo, tmp_path):
     repo, write = tiny_repo
     write(train={"max_steps": 3, "checkpoint_every": 1, "group_size": 2})
@@ -77,7 +78,7 @@ def test_kill_9_then_resume_gives_bit_identical_adapters(tiny_repo, tmp_path):
 def coop_params():
     return parse_params(
         {
-            "sampling": {"max_new_tokens": 40},
+            "sampling": {"max_new_tokens": 16},  # the tree's shape and the update's math, not text
             "train": {
                 "group_size": 2,
                 "kl_coef": 0.1,
@@ -89,6 +90,7 @@ def coop_params():
     )
 
 
+@pytest.mark.slow
 def test_two_turn_cross_tree_and_update(coop_params):
     problems = load_problem_dir(ROOT / "data/coop")[:1]
     policy = make_policy(coop_params)
@@ -119,6 +121,7 @@ def test_two_turn_cross_tree_and_update(coop_params):
     assert stats["kl/aux"] > 0 or stats["grad_norm/aux"] == 0
 
 
+@pytest.mark.slow
 def test_three_agents_on_three_role_problems():
     params = parse_params(
         {
@@ -139,6 +142,7 @@ def test_three_agents_on_three_role_problems():
     assert set(rows) == {"aux1", "aux2", "main"}
 
 
+@pytest.mark.slow
 def test_curriculum_run_resumed_from_a_checkpoint_takes_the_same_steps(tmp_path):
     """`train.curriculum: easy_first`: stopped after 2 of 3 steps and resumed, the run draws the
     same problems and writes the same rollouts as the uninterrupted one."""
@@ -185,10 +189,15 @@ def test_curriculum_run_resumed_from_a_checkpoint_takes_the_same_steps(tmp_path)
     assert sorted(state["curriculum"]) == sorted(p.id for p in problems)
 
 
+@pytest.mark.slow
 def test_a_sequential_environment_acts_in_role_order_in_the_tree():
     """code_review: the reviewer's g-th sample saw the writer's g-th draft, the refactorer both."""
     params = parse_params(
-        {"env": {"name": "code_review"}, "sampling": {"max_new_tokens": 32}, "train": {"turns": 2}}
+        {
+            "env": {"name": "code_review"},
+            "sampling": {"max_new_tokens": 16},
+            "train": {"turns": 2, "group_size": 2},
+        }
     )
     problems = load_problem_dir(ROOT / "data/coop")[:1]
     policy, env = make_policy(params), make_env(params)

@@ -14,6 +14,8 @@ from orchestry.params import ParamsError, load_params, parse_params
 from orchestry.stages import train
 from orchestry.stages.from_params import make_env, make_policy, seed_everything
 
+pytestmark = pytest.mark.slow  # a real model trains or generates in every test here
+
 TINY = {
     "sampling": {"max_new_tokens": 24},
     "train": {"max_steps": 2, "problems_per_step": 2, "group_size": 2, "checkpoint_every": 1},

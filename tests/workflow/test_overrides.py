@@ -7,6 +7,7 @@ number of prepared problems is `prepare.sets.coop.n_train` / `n_test`.
 
 from pathlib import Path
 
+import pytest
 import yaml
 from conftest import run_in
 
@@ -20,6 +21,7 @@ def prepared_sizes(repo: Path) -> tuple[int, int]:
     return tuple(len((repo / name).read_text().splitlines()) for name in PREPARED)
 
 
+@pytest.mark.slow
 def test_snakemake_overrides_reach_the_stage(tiny_repo):
     repo, _ = tiny_repo  # tiny params: coop n_train 3, n_test 2
     (repo / "small.yaml").write_text(
@@ -66,6 +68,7 @@ def test_snakemake_bad_override_key_stops_before_any_job(tiny_repo):
     assert not (repo / "data/prepared").exists()
 
 
+@pytest.mark.slow
 def test_dvc_exp_run_set_reaches_the_stage(tiny_repo):
     repo, _ = tiny_repo
     run_in(repo, "dvc", "exp", "run", "-S", "prepare.sets.coop.n_train=2", "prepare")

@@ -2,9 +2,9 @@
 
 workflow/scripts/local_slurm.sh starts a one-node cluster (munged, slurmctld, slurmd; a GPU gres backed
 by /dev/null, so the profile's `gpu` resources schedule on a machine without one). Snakemake submits
-prepare, smoke and train with snakemake-executor-plugin-slurm; the outputs must equal a local
-`snakemake --cores 2` run of the same targets in another copy, and SLURM must have run each job in the
-partition the profile names. Needs root and Debian packages (CI has both); skipped otherwise.
+prepare, smoke and train with snakemake-executor-plugin-slurm; the outputs must equal those of the
+shared tiny `dvc repro` (conftest.py `tiny_pipeline`, the same params), and SLURM must have run each job
+in the partition the profile names. Needs root and Debian packages (CI has both); skipped otherwise.
 """
 
 import csv
@@ -16,17 +16,18 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, copy_repo, run_in
+from conftest import PIPELINE, ROOT, copy_repo, run_in
 
-# one SLURM on this node at a time: `make test`'s processes keep this file together
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("slurm")]
+# one SLURM on this node at a time, beside the shared run it compares with
+pytestmark = [pytest.mark.e2e, PIPELINE]
 
 SCRIPT = ROOT / "workflow/scripts/local_slurm.sh"
 PROFILE = ROOT / "workflow/profiles/slurm/config.yaml"
 TARGET = "results/train/metrics.json"  # prepare -> smoke -> train
-# One training step instead of params.yaml's two: cheaper, and a --configfile override that must reach
-# the stage inside each SLURM job (the plugin's Snakemake in the job resolves the config again).
-OVERRIDES = {"train": {"max_steps": 1}}
+# The copy's params.yaml trains three steps; the override brings it back to the shared run's two. The
+# override must reach the stage inside each SLURM job (the plugin's Snakemake in the job resolves the
+# config again), or the history has a row too many.
+OVERRIDES = {"train": {"max_steps": 2}}
 PARTITIONS = {"prepare": "cpu", "smoke": "gpu", "train": "gpu"}
 TIMINGS = {"tokens_per_s", "step_seconds"}
 
@@ -92,13 +93,14 @@ def without_timings(path: Path) -> list[dict] | dict:
     return {k: v for k, v in json.loads(path.read_text()).items() if k not in TIMINGS}
 
 
-def test_slurm_profile_runs_the_pipeline_like_a_local_run(local_slurm, tiny_repo, tmp_path):
-    repo, _ = tiny_repo
+def test_slurm_profile_runs_the_pipeline_like_dvc(tiny_pipeline, local_slurm, tmp_path):
+    local = tiny_pipeline.repo  # the shared run: `dvc repro` on the same params
+    repo = copy_repo(tmp_path / "repo")
+    params = yaml.safe_load((local / "params.yaml").read_text())
+    assert params["train"]["max_steps"] == OVERRIDES["train"]["max_steps"]
+    params["train"]["max_steps"] = 3
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     (repo / "overrides.yaml").write_text(yaml.safe_dump(OVERRIDES))
-    local = copy_repo(tmp_path / "local")
-    for name in ["params.yaml", "overrides.yaml"]:
-        (local / name).write_text((repo / name).read_text())
-    run_in(local, "snakemake", "--cores", "2", TARGET, "--configfile", "overrides.yaml")
 
     run_in(
         repo,
@@ -127,7 +129,7 @@ def test_slurm_profile_runs_the_pipeline_like_a_local_run(local_slurm, tiny_repo
         assert ("gpu:1" in record.get("TresPerJob", "")) == (PARTITIONS[rule] == "gpu"), record
         assert f"JobId={job_id} " in completed, rule
 
-    assert len((repo / "results/train/history.csv").read_text().splitlines()) == 1 + 1  # header
+    assert len((repo / "results/train/history.csv").read_text().splitlines()) == 1 + 2  # header
     for name in [
         "data/prepared/train.jsonl",
         "data/prepared/test.jsonl",

@@ -57,6 +57,32 @@ rule evaluate:
         "python -m orchestry{params.option} --log {log} evaluate"
 
 
+rule evaluate_single:
+    input:
+        stage_code("evaluate_single"),
+        "data/prepared/test.jsonl",
+        "results/train_single/adapters",
+    output:
+        "results/baselines/single_grpo/generations.jsonl",
+        "results/baselines/single_grpo/metrics.json",
+    params:
+        seed=config["seed"],
+        model=config["model"],
+        sampling=config["sampling"],
+        sandbox=config["sandbox"],
+        env=config["env"],
+        reward=config["reward"],
+        evaluate=config["evaluate"],
+        option=params_option,
+    conda:
+        "../../environment.yml"
+    threads: 2  # torch uses every core: one model stage at a time on a 2-core laptop
+    log:
+        "logs/evaluate_single.log",
+    shell:
+        "python -m orchestry{params.option} --log {log} evaluate_single"
+
+
 rule prompt_policy:
     input:
         stage_code("prompt_policy"),

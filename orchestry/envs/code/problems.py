@@ -23,7 +23,8 @@ import yaml
 
 from orchestry import io
 
-SOURCES: tuple[str, ...] = ("coop", "humaneval", "coop3")
+SOURCES: tuple[str, ...] = ("coop", "humaneval", "coop3", "gen", "gen_unseen")
+"""Where a problem comes from; `gen` and `gen_unseen` are the generated sets (envs/code/generated)."""
 DIFFICULTIES: tuple[str, ...] = ("trivial", "easy", "medium", "hard")
 
 

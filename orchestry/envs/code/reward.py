@@ -37,6 +37,7 @@ from orchestry.envs.code.aux_use import USES, analyse_aux_use
 from orchestry.envs.code.live_code import find_function
 from orchestry.envs.code.problems import Problem
 from orchestry.envs.code.sandbox import SandboxJob, SandboxLimits, TestReport, run_many
+from orchestry.envs.code.syntax import parse_program
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ class RewardBreakdown:
 
 def _parse(code: str) -> ast.Module | None:
     try:
-        return ast.parse(code)
+        return parse_program(code)
     except (SyntaxError, ValueError):
         return None
 

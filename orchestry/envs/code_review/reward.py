@@ -18,12 +18,12 @@ The final code is the refactorer's when it defines the entry point, else the wri
 
 from __future__ import annotations
 
-import ast
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from orchestry.envs.code.live_code import find_function, is_empty_body
+from orchestry.envs.code.syntax import parse_program
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class CodeReviewSettings:
 def defines_entry_point(code: str, name: str) -> bool:
     """`code` parses and binds a function `name` whose body does something (not a stub)."""
     try:
-        tree = ast.parse(code)
+        tree = parse_program(code)
     except (SyntaxError, ValueError):
         return False
     function = find_function(tree, name)
