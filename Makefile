@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml requirements-lock.txt 2>/dev/null | cksum | cut -d' ' -f1)
 
-.PHONY: repro test test-fast venv lint clean-venv seeds ablations
+.PHONY: repro test test-fast test-wheelhouse venv lint clean-venv seeds ablations
 
 venv: $(STAMP)
 
@@ -25,9 +25,13 @@ repro: $(STAMP)
 # Two test processes (pytest-xdist) sharing out the tests one by one, except each `xdist_group` (the
 # SLURM daemons; DVC in the repository itself) stays in one; each runs torch on one thread
 # (tests/conftest.py), so two fit the reference machine's two cores. TEST_WORKERS=0: one process.
+# The offline wheelhouse's install test (minutes of pip and a fresh venv) runs apart: `make test-wheelhouse`.
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not wheelhouse"
+
+test-wheelhouse: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -p no:xdist -m wheelhouse
 
 lint: $(STAMP)
 	$(BIN)/ruff check orchestry tests benchmarks

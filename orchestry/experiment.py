@@ -20,11 +20,9 @@ This module is not imported by any stage (it runs them), so changing it reruns n
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import platform
-import shlex
 import shutil
 import subprocess
 import sys
@@ -35,12 +33,17 @@ from typing import Any
 
 import yaml
 
-from orchestry import io, paths
+from orchestry import code_deps, io, paths
 from orchestry.params import Params, ParamsError, parse_params
+from orchestry.provenance import manifest
+from orchestry.stage_runs import (
+    ExperimentFailed,
+    pipeline_commands,
+    run_stages,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = Path("build/experiments")
-STATE = ".experiment"  # in the work folder: one stamp per finished stage, the stage times
 # what reports/<name>/ receives from the work folder, as (source, name there)
 REPORTED = [
     (paths.FIGURES, "figures"),
@@ -59,11 +62,6 @@ REPORTED = [
     (paths.ORCHESTRATE_METRICS, "orchestrate_metrics.json"),
     (paths.ORCHESTRATE_HISTORY, "orchestrate_history.csv"),
 ]
-OPTIONAL = Path("optional/dvc.yaml")  # opt-in stages: run only when `--only` names them
-
-
-class ExperimentFailed(Exception):
-    """A stage exited non-zero; the message names it and its log."""
 
 
 def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -88,32 +86,6 @@ def resolve(configs: list[Path], params_yaml: Path) -> Params:
             raise ParamsError(f"{config}: must be a mapping of params keys")
         raw = merged(raw, over)
     return parse_params(raw, " + ".join([str(params_yaml), *map(str, configs)]))
-
-
-def stage_commands(dvc_yaml: Path) -> list[tuple[str, str]]:
-    """(name, command) for every stage of dvc.yaml in its order, `foreach` stages expanded."""
-    stages = yaml.safe_load(dvc_yaml.read_text())["stages"]
-    out: list[tuple[str, str]] = []
-    for name, stage in stages.items():
-        if "foreach" in stage:
-            for item in stage["foreach"]:
-                out.append((f"{name}@{item}", stage["do"]["cmd"].replace("${item}", str(item))))
-        else:
-            out.append((name, stage["cmd"]))
-    return out
-
-
-def pipeline_commands() -> list[tuple[str, str]]:
-    """The stages of dvc.yaml, then the opt-in ones of optional/dvc.yaml."""
-    return stage_commands(ROOT / "dvc.yaml") + stage_commands(ROOT / OPTIONAL)
-
-
-def with_params(cmd: str, params_file: str) -> list[str]:
-    """dvc.yaml's `python -m orchestry ...` as argv for this interpreter on the experiment's params."""
-    argv = shlex.split(cmd)
-    if argv[:3] != ["python", "-m", "orchestry"]:
-        raise ValueError(f"unexpected stage command in dvc.yaml: {cmd!r}")
-    return [sys.executable, "-m", "orchestry", "--params", params_file, *argv[3:]]
 
 
 def prepare_workdir(
@@ -192,52 +164,6 @@ def hardware() -> dict[str, Any]:
     return info
 
 
-def run_stages(
-    work: Path, origin: str, log, skip: tuple[str, ...] = (), only: tuple[str, ...] = ()
-) -> dict[str, float]:
-    """Every stage not yet done, in order, but those in `skip` (and, when `only` names stages, but
-    those it does not name); returns the wall seconds each stage has taken so far. A stage is done when its stamp (over the params, `origin`, its command and
-    the stages before it) matches the one it left."""
-    state = work / STATE
-    state.mkdir(exist_ok=True)
-    times_file = state / "times.json"
-    times = json.loads(times_file.read_text()) if times_file.exists() else {}
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    }
-    start = (work / "params.yaml").read_text() + origin
-    stamp = hashlib.sha256(start.encode()).hexdigest()
-    optional = {n for n, _ in stage_commands(ROOT / OPTIONAL)}
-    for name, cmd in pipeline_commands():
-        stamp = hashlib.sha256(f"{stamp}\n{cmd}".encode()).hexdigest()
-        done = state / f"{name}.done"
-        if name in skip:
-            log(f"{name}: skipped (--trained)")
-            continue
-        if (only or name in optional) and name not in only:
-            log(f"{name}: not run ({'opt-in' if name in optional else '--only'})")
-            continue
-        if done.exists() and done.read_text() == stamp:
-            log(f"{name}: done before, skipped")
-            continue
-        done.unlink(missing_ok=True)
-        log(f"{name}: {cmd}")
-        t0 = time.perf_counter()
-        proc = subprocess.run(with_params(cmd, "params.yaml"), cwd=work, env=env, check=False)
-        times[name] = times.get(name, 0.0) + time.perf_counter() - t0
-        io.write_json(times_file, times)
-        if proc.returncode != 0:
-            stage_log = work / "logs" / f"{name.replace('@', '_')}.log"
-            raise ExperimentFailed(
-                f"stage {name} exited {proc.returncode} (log: {stage_log}); "
-                "run the same command again to go on from there"
-            )
-        io.write_text(done, stamp)
-        log(f"{name}: {times[name]:.0f} s")
-    return times
-
-
 def methods_table(methods: list[Path]) -> str:
     """methods.md for a report without results.md (a run with `--only`): each method's return,
     pass@1 and test pass rate where its environment has tests, with their 95% CIs, and the
@@ -270,7 +196,15 @@ def methods_table(methods: list[Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report(work: Path, out: Path, configs: list[Path], times: dict[str, float]) -> None:
+def experiment_code() -> list[str]:
+    """The code an experiment runs: every stage's import closure and the runner itself."""
+    files = {f for stage in code_deps.STAGES for f in code_deps.stage_code(stage)}
+    return sorted(files | {"orchestry/experiment.py", "orchestry/stage_runs.py"})
+
+
+def report(
+    work: Path, out: Path, configs: list[Path], times: dict[str, float], started: float
+) -> None:
     """reports/<name>/: the figures stage's outputs and the run's record, replaced as a whole."""
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -296,7 +230,12 @@ def report(work: Path, out: Path, configs: list[Path], times: dict[str, float]) 
     if methods and not (partial / "results.md").exists():
         io.write_text(partial / "methods.md", methods_table(sorted(partial.glob("methods/*.json"))))
     io.write_json(partial / "wall_time.json", wall)
-    io.write_json(partial / "hardware.json", hardware())
+    machine = hardware()
+    io.write_json(partial / "hardware.json", machine)
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    wall_s = time.time() - started
+    record = manifest(ROOT, experiment_code(), params, machine, started, wall_s)
+    io.write_json(partial / "manifest.json", record)
     shutil.rmtree(out, ignore_errors=True)
     partial.rename(out)
 
@@ -329,7 +268,17 @@ def main(argv: list[str] | None = None) -> int:
         "not; the report then holds what they wrote (methods/<method>.json). The opt-in stages "
         "of optional/dvc.yaml (orchestrate) run only when named here",
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="stages run at once where none reads another's outputs (default 1; on a GPU, "
+        "train, train_single and the baselines can share the card)",
+    )
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        print(f"error: --jobs must be at least 1, got {args.jobs}", file=sys.stderr)
+        return 2
     only = tuple(s for s in args.only.split(",") if s)
     unknown = set(only) - {n for n, _ in pipeline_commands()}
     if unknown:
@@ -346,15 +295,16 @@ def main(argv: list[str] | None = None) -> int:
     except ParamsError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    started = time.time()
     try:
         origin = prepare_workdir(work, params, args.configs, args.problems, args.trained)
         skip = ("smoke", "train") if args.trained else ()
         skip += ("train_single",) if trained_single(args.trained) else ()
-        times = run_stages(work, origin, log, skip, only)
+        times = run_stages(work, origin, log, skip, only, args.jobs)
     except (ExperimentFailed, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    report(work, out, args.configs, times)
+    report(work, out, args.configs, times, started)
     log(f"done in {sum(times.values()):.0f} s of stages; report in {out}")
     return 0
 

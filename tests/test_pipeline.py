@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestry.experiment import OPTIONAL
+from orchestry.stage_runs import OPTIONAL
 
 ROOT = Path(__file__).resolve().parents[1]
 # DVC and Snakemake run in the repository itself here (its DVC lock): one test process takes them all

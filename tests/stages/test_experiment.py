@@ -1,13 +1,21 @@
 """`python -m orchestry.experiment`: the whole pipeline on overridden params, reported apart, resumable."""
 
 import json
+import sys
 
 import pytest
 import yaml
 from conftest import ROOT, run_in
 from test_text_envs import check_text_report, text_config
 
-from orchestry.experiment import merged, pipeline_commands, resolve, stage_commands, with_params
+from orchestry.experiment import merged, resolve
+from orchestry.stage_runs import (
+    pipeline_commands,
+    run_stages,
+    stage_commands,
+    stage_needs,
+    with_params,
+)
 
 
 def test_merged_overrides_nested_keys_and_keeps_the_rest():
@@ -60,6 +68,9 @@ def test_experiment_runs_apart_reports_and_goes_on_where_it_stopped(tiny_repo):
     wall = json.loads((out / "wall_time.json").read_text())
     assert wall["total_s"] > 0 and "train" in wall["stages_s"]
     assert json.loads((out / "hardware.json").read_text())["cpu_cores"] >= 1
+    record = json.loads((out / "manifest.json").read_text())
+    assert len(record["commit"]) == 40 and record["dirty"] is False and record["wall_s"] > 0
+    assert record["params"]["env"]["name"] == "code_review" and len(record["code_sha256"]) == 64
     # the committed pipeline's outputs are left alone: everything ran in build/experiments/exp
     assert not (repo / "results" / "train").exists()
     assert (repo / "build" / "experiments" / "exp" / "results" / "train" / "adapters").is_dir()
@@ -148,3 +159,45 @@ def test_a_report_without_results_md_gets_a_methods_table(tmp_path):
         in table
     )
     assert "| story | 0.800 [0.700, 0.900] | n/a | n/a | 96 |" in table
+
+
+def test_stages_that_read_no_outputs_of_each_other_may_run_at_once():
+    needs = stage_needs()
+    assert needs["prepare"] == set()
+    assert needs["train"] >= {"prepare", "smoke"} and needs["train_single"] >= {"prepare", "smoke"}
+    assert "train" not in needs["train_single"] and "train" not in needs["baseline@single"]
+    assert needs["evaluate"] >= {"train"} and needs["evaluate_single"] >= {"train_single"}
+    assert {"evaluate", "evaluate_single", "schemes"} <= needs["figures"]
+
+
+def test_parallel_stages_start_only_after_what_they_read(tmp_path, monkeypatch):
+    """Two jobs at once: a stage never starts before the stages whose outputs it reads end, and
+    a failing stage stops new ones from starting (the ones running finish)."""
+    import orchestry.stage_runs as runs
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "params.yaml").write_text("seed: 0\n")
+    journal = tmp_path / "journal.txt"
+    order = ["a", "b", "c", "d"]
+    script = (
+        "import sys, time; name = sys.argv[-1]; "
+        f"open({str(journal)!r}, 'a').write(f'start {{name}} {{time.time()}}\\n'); "
+        "time.sleep(0.5 if name == 'a' else 0.1); "
+        f"open({str(journal)!r}, 'a').write(f'end {{name}} {{time.time()}}\\n'); "
+        "sys.exit(3 if name == 'c' else 0)"
+    )
+    monkeypatch.setattr(runs, "pipeline_commands", lambda: [(n, n) for n in order])
+    monkeypatch.setattr(runs, "stage_commands", lambda path: [])
+    monkeypatch.setattr(
+        runs, "stage_needs", lambda: {"a": set(), "b": set(), "c": {"a"}, "d": {"c"}}
+    )
+    monkeypatch.setattr(runs, "with_params", lambda cmd, _: [sys.executable, "-c", script, cmd])
+    with pytest.raises(runs.ExperimentFailed, match="stage c exited 3"):
+        run_stages(work, "origin", lambda message: None, jobs=2)
+    events = [line.split() for line in journal.read_text().splitlines()]
+    at = {(kind, name): float(t) for kind, name, t in events}
+    assert at[("start", "b")] < at[("end", "a")]  # b ran beside a
+    assert at[("start", "c")] >= at[("end", "a")]  # c waited for a
+    assert ("start", "d") not in at  # c failed: d never started
+    assert sorted(p.name for p in (work / ".experiment").glob("*.done")) == ["a.done", "b.done"]

@@ -1,0 +1,66 @@
+"""The manifest a result carries: the commit and code that made it, on which params and machine.
+
+A number without one is a rumour. `manifest` records the git commit and whether the code differed from
+it (dirty), a hash of the producing code (every file in the stages' import closures, so two runs of
+the same code have the same hash whatever the commit), the params, the machine, the date and the wall
+time. Where the checkout has no git (a copy sent to a GPU machine), `ORCHESTRY_COMMIT` names the commit
+and dirty is unknown (null).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+
+def code_hash(root: Path, files: Iterable[str]) -> str:
+    """sha256 over each file's path (relative to `root`) and bytes, in sorted order."""
+    digest = hashlib.sha256()
+    for rel in sorted(set(files)):
+        digest.update(rel.encode() + b"\0" + (root / rel).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def git_state(root: Path, files: Iterable[str]) -> tuple[str, bool | None]:
+    """(commit, dirty): HEAD, and whether any of `files` differs from it; without git, the
+    `ORCHESTRY_COMMIT` variable (or "unknown") and None."""
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
+
+    try:
+        head = git("rev-parse", "HEAD")
+    except OSError:
+        head = None
+    if head is None or head.returncode != 0:
+        return os.environ.get("ORCHESTRY_COMMIT", "unknown"), None
+    status = git("status", "--porcelain", "--", *sorted(set(files)))
+    return head.stdout.strip(), bool(status.stdout.strip())
+
+
+def manifest(
+    root: Path,
+    files: Iterable[str],
+    params: dict[str, Any],
+    hardware: dict[str, Any],
+    started: float,
+    wall_s: float,
+) -> dict[str, Any]:
+    """The record of one result: commit, dirty, code hash, params, hardware, date, wall time."""
+    files = sorted(set(files))
+    commit, dirty = git_state(root, files)
+    return {
+        "commit": commit,
+        "dirty": dirty,
+        "code_sha256": code_hash(root, files),
+        "code_files": len(files),
+        "params": params,
+        "hardware": hardware,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "wall_s": round(wall_s, 1),
+    }
