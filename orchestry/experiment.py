@@ -34,9 +34,11 @@ from typing import Any
 import yaml
 
 from orchestry import code_deps, io, paths
+from orchestry.eval.paired import paired_csv, paired_markdown, paired_rows
 from orchestry.params import Params, ParamsError, parse_params
-from orchestry.provenance import manifest
+from orchestry.provenance import code_hash, git_state, manifest
 from orchestry.stage_runs import (
+    STATE,
     ExperimentFailed,
     pipeline_commands,
     run_stages,
@@ -227,17 +229,45 @@ def report(
     for name, metrics in methods.items():
         (partial / "methods").mkdir(exist_ok=True)
         shutil.copy2(metrics, partial / "methods" / f"{name}.json")
-    if methods and not (partial / "results.md").exists():
-        io.write_text(partial / "methods.md", methods_table(sorted(partial.glob("methods/*.json"))))
-    io.write_json(partial / "wall_time.json", wall)
-    machine = hardware()
-    io.write_json(partial / "hardware.json", machine)
     params = yaml.safe_load((work / "params.yaml").read_text())
-    wall_s = time.time() - started
-    record = manifest(ROOT, experiment_code(), params, machine, started, wall_s)
+    if methods and not (partial / "results.md").exists():
+        table = methods_table(sorted(partial.glob("methods/*.json")))
+        paired = partial_paired(work, list(methods), params)
+        if paired:
+            io.write_text(partial / "paired.csv", paired_csv(paired))
+            table += "\n" + paired_markdown(paired, {m: m for m in methods})
+        io.write_text(partial / "methods.md", table)
+    io.write_json(partial / "wall_time.json", wall)
+    run_record = work / STATE / "manifest.json"  # the run's, kept when only the report is made
+    if started or not run_record.exists():
+        machine = hardware()
+        wall_s = time.time() - started if started else sum(times.values())
+        io.write_json(
+            run_record, manifest(ROOT, experiment_code(), params, machine, started, wall_s)
+        )
+    record = json.loads(run_record.read_text())
+    io.write_json(partial / "hardware.json", record["hardware"])
+    if not started:  # this report was made apart from the run: say by which code
+        record["reported"] = {k: v for k, v in git_state_of_runner().items()}
     io.write_json(partial / "manifest.json", record)
     shutil.rmtree(out, ignore_errors=True)
     partial.rename(out)
+
+
+def partial_paired(work: Path, methods: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The team against each method the run holds (no figures stage ran): paired differences from
+    their generations, as the figures stage makes them; none without the team's rows."""
+    files = {m: work / paths.generations(m) for m in methods}
+    rows = {m: io.read_jsonl(f) for m, f in files.items() if f.is_file()}
+    if "magrpo" not in rows or len(rows) < 2:
+        return []
+    return paired_rows(rows, params["evaluate"]["bootstrap"], params["seed"])
+
+
+def git_state_of_runner() -> dict[str, Any]:
+    """The commit (and dirty flag) of the code making a report apart from its run."""
+    commit, dirty = git_state(ROOT, experiment_code())
+    return {"commit": commit, "dirty": dirty, "code_sha256": code_hash(ROOT, experiment_code())}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -275,6 +305,12 @@ def main(argv: list[str] | None = None) -> int:
         help="stages run at once where none reads another's outputs (default 1; on a GPU, "
         "train, train_single and the baselines can share the card)",
     )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="run no stage: make reports/<name>/ again from the work folder (e.g. one brought back "
+        "from a GPU machine); its manifest stays the run's, with the reporting commit beside it",
+    )
     args = parser.parse_args(argv)
     if args.jobs < 1:
         print(f"error: --jobs must be at least 1, got {args.jobs}", file=sys.stderr)
@@ -297,10 +333,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     started = time.time()
     try:
-        origin = prepare_workdir(work, params, args.configs, args.problems, args.trained)
-        skip = ("smoke", "train") if args.trained else ()
-        skip += ("train_single",) if trained_single(args.trained) else ()
-        times = run_stages(work, origin, log, skip, only, args.jobs)
+        if args.report_only:
+            times_file = work / STATE / "times.json"
+            if not times_file.is_file():
+                raise FileNotFoundError(f"{work}: no run to report ({times_file} is missing)")
+            times, started = json.loads(times_file.read_text()), 0.0
+        else:
+            origin = prepare_workdir(work, params, args.configs, args.problems, args.trained)
+            skip = ("smoke", "train") if args.trained else ()
+            skip += ("train_single",) if trained_single(args.trained) else ()
+            times = run_stages(work, origin, log, skip, only, args.jobs)
     except (ExperimentFailed, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -3,8 +3,9 @@
 A number without one is a rumour. `manifest` records the git commit and whether the code differed from
 it (dirty), a hash of the producing code (every file in the stages' import closures, so two runs of
 the same code have the same hash whatever the commit), the params, the machine, the date and the wall
-time. Where the checkout has no git (a copy sent to a GPU machine), `ORCHESTRY_COMMIT` names the commit
-and dirty is unknown (null).
+time. A copy sent to another machine (a GPU node) may have no git, or a stale one: there the launcher
+names the commit in `ORCHESTRY_COMMIT`, which wins over git, and dirty is unknown (null); the code
+hash says whether the code was that commit's.
 """
 
 from __future__ import annotations
@@ -27,12 +28,14 @@ def code_hash(root: Path, files: Iterable[str]) -> str:
 
 
 def git_state(root: Path, files: Iterable[str]) -> tuple[str, bool | None]:
-    """(commit, dirty): HEAD, and whether any of `files` differs from it; without git, the
-    `ORCHESTRY_COMMIT` variable (or "unknown") and None."""
+    """(commit, dirty): HEAD, and whether any of `files` differs from it; where the launcher named
+    the commit (`ORCHESTRY_COMMIT`) or there is no git, that name (or "unknown") and None."""
 
     def git(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
 
+    if os.environ.get("ORCHESTRY_COMMIT"):
+        return os.environ["ORCHESTRY_COMMIT"], None
     try:
         head = git("rev-parse", "HEAD")
     except OSError:

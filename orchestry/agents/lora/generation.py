@@ -34,9 +34,43 @@ if TYPE_CHECKING:
 STATIC_PROMPT_BUCKET = 64
 """Static path: prompts are left-padded to a multiple of this, so the static cache has few shapes."""
 PATHS = ("eager", "static", "graph")
+MAX_ROWS = 1024
+"""Rows generated in one batch at most: a group with more is generated in consecutive chunks. An
+evaluation asks for every test problem's samples at once (248 problems x 8 samples x 2 agents is
+3,968 rows), and one batch of 2,000 rows held ~55 GB of a GPU's memory; smaller calls, every call of
+the CPU default included, are one batch as before, so their samples do not change."""
 
 
 def generate_group(
+    base: LoadedBase,
+    requests: Sequence[GenRequest],
+    prompts: list[list[int]],
+    group: list[int],
+    adapter_of: Mapping[str, str],
+    activate: Callable[[str], None],
+    sampling: SamplingSpec,
+    path: str,
+    max_rows: int = MAX_ROWS,
+) -> list[Generation]:
+    """The generations of `requests[i]` for i in `group`, in batches of at most `max_rows` rows
+    (a request of more rows is one batch alone); see `generate_batch`."""
+    out: list[Generation] = []
+    chunk: list[int] = []
+    rows = 0
+    for i in group:
+        if chunk and rows + requests[i].n > max_rows:
+            out += generate_batch(
+                base, requests, prompts, chunk, adapter_of, activate, sampling, path
+            )
+            chunk, rows = [], 0
+        chunk.append(i)
+        rows += requests[i].n
+    return out + generate_batch(
+        base, requests, prompts, chunk, adapter_of, activate, sampling, path
+    )
+
+
+def generate_batch(
     base: LoadedBase,
     requests: Sequence[GenRequest],
     prompts: list[list[int]],
