@@ -19,7 +19,8 @@ from pathlib import Path
 
 import yaml
 
-from orchestry import io
+from orchestry import code_deps, io
+from orchestry.provenance import code_hash
 
 ROOT = Path(__file__).resolve().parents[1]
 STATE = ".experiment"  # in the work folder: one stamp per finished stage, the stage times
@@ -54,6 +55,11 @@ def with_params(cmd: str, params_file: str) -> list[str]:
     if argv[:3] != ["python", "-m", "orchestry"]:
         raise ValueError(f"unexpected stage command in dvc.yaml: {cmd!r}")
     return [sys.executable, "-m", "orchestry", "--params", params_file, *argv[3:]]
+
+
+def stage_code_hash(name: str) -> str:
+    """A hash of the code a stage runs (its import closure): a stage whose code changed is not done."""
+    return code_hash(ROOT, code_deps.stage_code(name.split("@")[0]))
 
 
 def stage_io(dvc_yaml: Path) -> dict[str, tuple[set[str], set[str]]]:
@@ -103,7 +109,8 @@ def run_stages(
 ) -> dict[str, float]:
     """Every stage not yet done, but those in `skip` (and, when `only` names stages, but those it
     does not name); returns the wall seconds each stage has taken so far. A stage is done when its
-    stamp (over the params, `origin`, its command and the stages before it) matches the one it left.
+    stamp (over the params, `origin`, its command, its code and the stages before it) matches the one
+    it left: after a code change that stage and every later one run again.
     Stages start in dvc.yaml's order, up to `jobs` at once, each once the stages whose outputs it
     reads have finished; after a failure no new stage starts and the running ones finish."""
     state = work / STATE
@@ -119,7 +126,7 @@ def run_stages(
     optional = {n for n, _ in stage_commands(ROOT / OPTIONAL)}
     todo: list[tuple[str, str, str]] = []  # (name, command, stamp) of the stages to run, in order
     for name, cmd in pipeline_commands():
-        stamp = hashlib.sha256(f"{stamp}\n{cmd}".encode()).hexdigest()
+        stamp = hashlib.sha256(f"{stamp}\n{cmd}\n{stage_code_hash(name)}".encode()).hexdigest()
         done = state / f"{name}.done"
         if name in skip:
             log(f"{name}: skipped (--trained)")

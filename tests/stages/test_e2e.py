@@ -49,7 +49,7 @@ def test_dvc_repro_runs_every_stage_and_reports(tiny_pipeline):
     paired = (repo / "reports/paired.csv").read_text().splitlines()
     assert paired[0] == ",".join(COLUMNS)
     methods = {line.split(",")[4] for line in paired[1:]}
-    assert methods == {*BASELINES, *FROZEN}
+    assert methods == {*BASELINES, "single_grpo", *FROZEN}
     prompts = json.loads((repo / "results/prompt_policy/prompts.json").read_text())
     assert len(prompts["rounds"]) == 1 and prompts["candidates"][0]["rules"] == {}
     for b in BASELINES + FROZEN:  # every number in metrics.json is derivable from generations.jsonl

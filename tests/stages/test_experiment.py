@@ -49,9 +49,13 @@ def test_the_humaneval_lever_adds_training_problems_and_no_test_problem():
     lever = resolve(
         [experiments / "gpu.yaml", experiments / "humaneval_train.yaml"], ROOT / "params.yaml"
     )
-    assert lever.prepare.sets["coop"] == plain.prepare.sets["coop"]
-    assert lever.prepare.sets["humaneval"].n_train == 60
-    assert lever.prepare.sets["humaneval"].n_test == 0
+    for name, split in plain.prepare.sets.items():
+        if name != "humaneval_paper":
+            assert lever.prepare.sets[name] == split, name
+    assert lever.prepare.sets["humaneval_paper"].n_train == 130
+    assert (
+        lever.prepare.sets["humaneval_paper"].n_test == plain.prepare.sets["humaneval_paper"].n_test
+    )
 
 
 @pytest.mark.e2e
@@ -170,6 +174,27 @@ def test_stages_that_read_no_outputs_of_each_other_may_run_at_once():
     assert {"evaluate", "evaluate_single", "schemes"} <= needs["figures"]
 
 
+def test_a_stage_whose_code_changed_runs_again_and_so_do_the_later_ones(tmp_path, monkeypatch):
+    import orchestry.stage_runs as runs
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "params.yaml").write_text("seed: 0\n")
+    journal = tmp_path / "journal.txt"
+    script = f"import sys; open({str(journal)!r}, 'a').write(sys.argv[-1] + '\\n')"
+    code = {"a": "1", "b": "1", "c": "1"}
+    monkeypatch.setattr(runs, "pipeline_commands", lambda: [(n, n) for n in code])
+    monkeypatch.setattr(runs, "stage_commands", lambda path: [])
+    monkeypatch.setattr(runs, "stage_needs", lambda: {n: set() for n in code})
+    monkeypatch.setattr(runs, "stage_code_hash", lambda name: code[name])
+    monkeypatch.setattr(runs, "with_params", lambda cmd, _: [sys.executable, "-c", script, cmd])
+    run_stages(work, "origin", lambda message: None)
+    run_stages(work, "origin", lambda message: None)  # nothing changed: nothing runs
+    code["b"] = "2"
+    run_stages(work, "origin", lambda message: None)
+    assert journal.read_text().split() == ["a", "b", "c", "b", "c"]
+
+
 def test_parallel_stages_start_only_after_what_they_read(tmp_path, monkeypatch):
     """Two jobs at once: a stage never starts before the stages whose outputs it reads end, and
     a failing stage stops new ones from starting (the ones running finish)."""
@@ -193,6 +218,7 @@ def test_parallel_stages_start_only_after_what_they_read(tmp_path, monkeypatch):
         runs, "stage_needs", lambda: {"a": set(), "b": set(), "c": {"a"}, "d": {"c"}}
     )
     monkeypatch.setattr(runs, "with_params", lambda cmd, _: [sys.executable, "-c", script, cmd])
+    monkeypatch.setattr(runs, "stage_code_hash", lambda name: "code")
     with pytest.raises(runs.ExperimentFailed, match="stage c exited 3"):
         run_stages(work, "origin", lambda message: None, jobs=2)
     events = [line.split() for line in journal.read_text().splitlines()]

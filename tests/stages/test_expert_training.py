@@ -52,8 +52,7 @@ def test_two_turn_expert_edits_training_and_budget_stop(tiny_repo, monkeypatch):
             "group_size": 2,
             "checkpoint_every": 1,
         }
-        sampling = {"max_new_tokens": 24}  # the expert's calls and the budget, not the text
-        write(train=train, anthropic=anthropic, sampling=sampling)
+        write(train=train, anthropic=anthropic)
         env_key = {"ANTHROPIC_API_KEY": KEY}
         os.environ.update(env_key)
         try:
@@ -81,7 +80,7 @@ def test_two_turn_expert_edits_training_and_budget_stop(tiny_repo, monkeypatch):
                 if p.is_file():
                     p.unlink()
             n_before = len(server.requests)
-            write(train=train, anthropic={**anthropic, "budget_usd": 0.019}, sampling=sampling)
+            write(train=train, anthropic={**anthropic, "budget_usd": 0.019})
             shutil.rmtree(repo / "cache/anthropic", ignore_errors=True)  # no cache hits
             proc = run_in(repo, sys.executable, "-m", "orchestry", "train", check=False)
             assert proc.returncode == 1 and "budget" in proc.stderr.lower()
