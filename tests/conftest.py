@@ -1,5 +1,6 @@
 """Shared fixtures: a throwaway copy of the repository with a tiny params file."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -153,12 +154,23 @@ class PipelineRun:
 @pytest.fixture(scope="session")
 def tiny_pipeline(tmp_path_factory: pytest.TempPathFactory) -> PipelineRun:
     """Both DVC pipelines run once on tiny params. Tests read it; a test that would change it works
-    in a copy (`copy_run`)."""
-    repo = copy_repo(tmp_path_factory.mktemp("pipeline") / "repo")
+    in a copy (`copy_run`). The run is kept on disk for the whole session: pytest-xdist tears session
+    fixtures down whenever a process's queue runs dry, and the next test must find it, not redo it."""
+    base = tmp_path_factory.getbasetemp() / "tiny_pipeline"
+    logs = base / "logs.json"
+    if logs.is_file():
+        return PipelineRun(base / "repo", **json.loads(logs.read_text()))
+    shutil.rmtree(base, ignore_errors=True)
+    repo = copy_repo(base / "repo")
     (repo / "params.yaml").write_text(yaml.safe_dump(tiny_params(), sort_keys=False))
     optional = run_in(repo, "dvc", "repro", "optional/dvc.yaml", timeout=1500)
     default = run_in(repo, "dvc", "repro", timeout=1500)
-    return PipelineRun(repo, optional.stdout + optional.stderr, default.stdout + default.stderr)
+    run = {
+        "optional_log": optional.stdout + optional.stderr,
+        "default_log": default.stdout + default.stderr,
+    }
+    logs.write_text(json.dumps(run))
+    return PipelineRun(repo, **run)
 
 
 def copy_run(run: PipelineRun, dest: Path) -> Path:
