@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestry.agents.base import Generator, GenRequest, SamplingSpec
-from orchestry.envs.base import Env, Messages, Outcome, Turn, with_history
+from orchestry.envs.base import Env, Messages, Outcome, Turn, acts_in_order, with_history
+from orchestry.joint.turn import observation
 
 TESTER = "tester"
 
@@ -102,11 +103,10 @@ class AgentPool:
         env, roles = self.env, self.env.roles.agents
         latest = self.latest(transcript)
         history = self.history(agent, transcript)
-        if getattr(env, "sequential", False):
+        if acts_in_order(env):
             earlier = {b: latest[b] for b in roles[: roles.index(agent)] if b in latest}
-            if earlier:
-                return env.observe_after(task, agent, earlier, history)  # type: ignore[attr-defined]
-        elif agent == env.roles.main:
+            return observation(env, task, agent, earlier, history)
+        if agent == env.roles.main:
             helpers = {h: latest[h] for h in env.roles.helpers if h in latest}
             if helpers:
                 shown = env.observe_after_helpers(task, helpers)  # type: ignore[attr-defined]

@@ -24,17 +24,15 @@ judge included: the same verifier for both).
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestry.agents.base import Generator, GenRequest, SamplingSpec
+from orchestry.agents.base import Generator, SamplingSpec
 from orchestry.envs.base import Env, Outcome, Turn
+from orchestry.joint.turn import Ask, Leaf, answer_turn
 
 Histories = dict[str, tuple[Turn, ...]]
-Leaf = tuple[int, ...]
-"""A joint candidate: the index of each agent's sample (in role order)."""
 JointJudge = Callable[[Any, Mapping[str, str]], float | None]
 """(task, action by agent) -> a score in [0, 1] of how well the joint action solves the task, or
 None when the judge gave no answer (counted as 0)."""
@@ -164,53 +162,25 @@ def _decode(code: int, k: int, n_agents: int) -> Leaf:
 
 
 def _sample(gen: Generator, env: Env, expansions: list[_Expansion], sampling: SamplingSpec) -> None:
-    """Sample every expansion's leaves, one generate call per agent position (agents at once: one
-    call; a sequential env: agent j's requests, one per leaf prefix, see the earlier agents' actions).
-    Each request asks for just the samples some leaf uses (<= k), so a cut degrades to aligned
-    pairing without generating unused completions. Leaves `partial` keyed by the full leaves."""
-    agents = env.roles.agents
-    in_order = bool(getattr(env, "sequential", False))
-    for e in expansions:
-        e.partial = {(): ({}, {})}
-    for depth in range(len(agents)) if in_order else [0]:
-        group = agents[depth : depth + 1] if in_order else agents
-        requests: list[tuple[_Expansion, Leaf, str, list[int], GenRequest]] = []
-        for e in expansions:
-            for prefix, (_, actions) in e.partial.items():
-                for j, a in enumerate(group, start=depth):
-                    needed = sorted({leaf[j] for leaf in e.leaves if leaf[:depth] == prefix})
-                    if in_order and j > 0:
-                        earlier = {b: actions[b] for b in agents[:j]}
-                        msgs = env.observe_after(e.owner.task, a, earlier, e.history[a])  # type: ignore[attr-defined]
-                    else:
-                        msgs = env.observe(e.owner.task, a, e.history[a])
-                    requests.append((e, prefix, a, needed, GenRequest(a, msgs, len(needed))))
-        start = time.perf_counter()
-        gens = gen.generate([r[-1] for r in requests], sampling)
-        wall = time.perf_counter() - start
-        if len(gens) != len(requests):
-            raise ValueError(f"generate: {len(requests)} requests gave {len(gens)} generations")
-        rows = max(1, sum(len(g.texts) for g in gens))
-        texts_of: dict[tuple[int, Leaf, str], dict[int, str]] = {}
-        for (e, prefix, a, needed, _), g in zip(requests, gens, strict=True):
-            if len(g.texts) != len(needed):
-                raise ValueError(f"asked {a} for {len(needed)} completions, got {len(g.texts)}")
-            e.owner.completions += len(g.texts)
-            e.owner.new_tokens += g.new_tokens
-            e.owner.seconds += wall * len(g.texts) / rows  # batched rows share the call's time
-            texts_of[(id(e), prefix, a)] = dict(zip(needed, g.texts, strict=True))
-        for e in expansions:
-            grown: dict[Leaf, tuple[dict[str, str], dict[str, str]]] = {}
-            for leaf in e.leaves:
-                key = leaf[: depth + len(group)]
-                if key in grown:
-                    continue
-                texts, actions = (dict(d) for d in e.partial[leaf[:depth]])
-                for j, a in enumerate(group, start=depth):
-                    texts[a] = texts_of[(id(e), leaf[:depth], a)][leaf[j]]
-                    actions[a] = env.act(e.owner.task, a, texts[a])
-                grown[key] = (texts, actions)
-            e.partial = grown
+    """Sample every expansion's leaves (`joint.turn.answer_turn`: one generate call when the agents
+    act at once; a sequential env: one per agent, its requests one per leaf prefix, seeing the
+    earlier agents' actions). Each request asks for just the samples some leaf uses (<= k), so a cut
+    degrades to aligned pairing without generating unused completions. Leaves `partial` keyed by
+    the full leaves; each owner is charged its requests' completions, tokens and share of time."""
+    asks = [Ask(e.owner.task, e.history, e.leaves) for e in expansions]
+    turn = answer_turn(gen, env, asks, sampling)
+    for call in turn.calls:
+        rows = max(1, sum(len(g.texts) for g in call.generations))
+        for i, g in zip(call.asks, call.generations, strict=True):
+            owner = expansions[i].owner
+            owner.completions += len(g.texts)
+            owner.new_tokens += g.new_tokens
+            owner.seconds += call.seconds * len(g.texts) / rows  # batched rows share the time
+    for e, joint in zip(expansions, turn.joint, strict=True):
+        e.partial = {
+            leaf: ({a: x.text for a, x in by.items()}, {a: x.action for a, x in by.items()})
+            for leaf, by in joint.items()
+        }
 
 
 def _turn(

@@ -42,6 +42,7 @@ from orchestry.algos.prompt_gepa import (
     decode,
 )
 from orchestry.envs.base import Env, Outcome
+from orchestry.joint.turn import Ask, aligned, answer_turn
 
 log = logging.getLogger("orchestry.algos.prompt_policy")
 
@@ -141,44 +142,17 @@ def run_episodes(
 
     The agents answer their own observations in one generate call (the i-th samples form joint
     sample i); in a sequential environment they answer in role order, one call per agent, each
-    seeing the earlier agents' actions of its joint sample (as `eval.protocols.team` does).
+    seeing the earlier agents' actions of its joint sample (`joint.turn.answer_turn`).
     """
     agents = env.roles.agents
-    texts: list[list[dict[str, str]]] = [[{} for _ in range(n)] for _ in tasks]
-    acts: list[list[dict[str, str]]] = [[{} for _ in range(n)] for _ in tasks]
-    tokens = [[0] * n for _ in tasks]
-    if getattr(env, "sequential", False):
-        for ai, a in enumerate(agents):
-            if ai == 0:
-                reqs = [GenRequest(a, env.observe(t, a), n) for t in tasks]
-            else:
-                reqs = [
-                    GenRequest(
-                        a,
-                        env.observe_after(t, a, {b: acts[ti][i][b] for b in agents[:ai]}),  # type: ignore[attr-defined]
-                        1,
-                    )
-                    for ti, t in enumerate(tasks)
-                    for i in range(n)
-                ]
-            gens = gen.generate(reqs, sampling)
-            for ti, t in enumerate(tasks):
-                for i in range(n):
-                    g, k = (gens[ti], i) if ai == 0 else (gens[ti * n + i], 0)
-                    texts[ti][i][a] = g.texts[k]
-                    acts[ti][i][a] = env.act(t, a, g.texts[k])
-                    tokens[ti][i] += _sample_tokens(g)[k]
-    else:
-        reqs = [GenRequest(a, env.observe(t, a), n) for t in tasks for a in agents]
-        gens = gen.generate(reqs, sampling)
-        for ti, t in enumerate(tasks):
-            for ai, a in enumerate(agents):
-                g = gens[ti * len(agents) + ai]
-                counts = _sample_tokens(g)
-                for i in range(n):
-                    texts[ti][i][a] = g.texts[i]
-                    acts[ti][i][a] = env.act(t, a, g.texts[i])
-                    tokens[ti][i] += counts[i]
+    leaves = aligned(n, len(agents))
+    turn = answer_turn(gen, env, [Ask(t, {a: () for a in agents}, leaves) for t in tasks], sampling)
+    samples = [[joint[leaf] for leaf in leaves] for joint in turn.joint]
+    texts = [[{a: x.text for a, x in s.items()} for s in per] for per in samples]
+    acts = [[{a: x.action for a, x in s.items()} for s in per] for per in samples]
+    tokens = [
+        [sum(_sample_tokens(x.generation)[x.k] for x in s.values()) for s in per] for per in samples
+    ]
     joint = [(t, acts[ti][i]) for ti, t in enumerate(tasks) for i in range(n)]
     outcomes = env.score(joint)
     if len(outcomes) != len(joint):

@@ -18,14 +18,14 @@ a helper is credited for being right even when main was wrong, and main for usin
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestry.agents.base import Generation, Generator, GenRequest, SamplingSpec
+from orchestry.agents.base import Generator, SamplingSpec
 from orchestry.algos.magrpo import turn_return
-from orchestry.envs.base import Env, Outcome, Turn
+from orchestry.envs.base import Env, Outcome, Turn, acts_in_order
+from orchestry.joint.turn import Answer, Ask, answer_turn
 
 # expert(task, action by agent, notes) -> advice by agent, or None when the call failed
 ExpertFn = Callable[[Any, dict[str, str], str], dict[str, str] | None]
@@ -177,18 +177,21 @@ class StartedRollout:
         self._sampled: list[dict[str, list[Sample]]] = []
 
     def generate(self, frontier: list[_Frontier]) -> None:
-        """Sample the next turn's actions at every frontier node."""
+        """Sample the next turn's actions at every frontier node: each agent's G samples, agents
+        at once or, in a sequential env, in role order (`joint.turn.answer_turn`)."""
         self.turn += 1
-        if getattr(self.env, "sequential", False):
-            per_task, seconds, tokens = _sample_in_order(
-                self.policy, self.env, frontier, self.sampling, self.settings
-            )
-        else:
-            per_task, seconds, tokens = _sample_at_once(
-                self.policy, self.env, frontier, self.sampling, self.settings.group_size
-            )
-        self.gen_seconds += seconds
-        self.new_tokens += tokens
+        env, settings = self.env, self.settings
+        if acts_in_order(env) and settings.joint_mode != "aligned":
+            raise ValueError("an environment whose agents act in order needs joint_mode aligned")
+        leaves = _joint_indices(settings.joint_mode, len(env.roles.agents), settings.group_size)
+        asks = [Ask(f.task, f.histories, leaves) for f in frontier]
+        answered = answer_turn(self.policy, env, asks, self.sampling)
+        self.gen_seconds += answered.seconds
+        self.new_tokens += answered.new_tokens
+        per_task = [
+            {a: [_sample(f, x) for x in answers] for a, answers in by_agent.items()}
+            for f, by_agent in zip(frontier, answered.answers, strict=True)
+        ]
         self._frontier, self._sampled = frontier, per_task
 
     def finish(self) -> Rollout:
@@ -251,70 +254,16 @@ class StartedRollout:
         return next_frontier
 
 
-def _samples(env: Env, f: _Frontier, agent: str, gen: Generation) -> list[Sample]:
-    return [
-        Sample(agent, f.histories[agent], text, gen.prompt_ids, ids, env.act(f.task, agent, text))
-        for text, ids in zip(gen.texts, gen.token_ids, strict=True)
-    ]
-
-
-def _sample_at_once(
-    policy: Generator, env: Env, frontier: list[_Frontier], sampling: SamplingSpec, g: int
-) -> tuple[list[dict[str, list[Sample]]], float, int]:
-    """Every agent's G samples at every node in one generate call (agents act simultaneously)."""
-    agents = env.roles.agents
-    requests = [
-        GenRequest(a, env.observe(f.task, a, f.histories[a]), g) for f in frontier for a in agents
-    ]
-    start = time.perf_counter()
-    gens = policy.generate(requests, sampling)
-    seconds = time.perf_counter() - start  # batched rows share the call's wall time
-    per_task = [
-        {a: _samples(env, f, a, gens[fi * len(agents) + ai]) for ai, a in enumerate(agents)}
-        for fi, f in enumerate(frontier)
-    ]
-    return per_task, seconds, sum(x.new_tokens for x in gens)
-
-
-def _sample_in_order(
-    policy: Generator,
-    env: Env,
-    frontier: list[_Frontier],
-    sampling: SamplingSpec,
-    settings: RolloutSettings,
-) -> tuple[list[dict[str, list[Sample]]], float, int]:
-    """A sequential environment's agents act in role order: the g-th sample of each agent sees
-    the g-th samples of the agents before it (`env.observe_after`), one generate call per agent."""
-    if settings.joint_mode != "aligned":
-        raise ValueError("an environment whose agents act in order needs joint_mode aligned")
-    g, agents = settings.group_size, env.roles.agents
-    per_task: list[dict[str, list[Sample]]] = [{} for _ in frontier]
-    seconds, tokens = 0.0, 0
-    for ai, a in enumerate(agents):
-        if ai == 0:
-            requests = [GenRequest(a, env.observe(f.task, a, f.histories[a]), g) for f in frontier]
-        else:
-            requests = [
-                GenRequest(
-                    a,
-                    env.observe_after(f.task, a, _earlier(per, agents[:ai], i), f.histories[a]),
-                    1,
-                )
-                for f, per in zip(frontier, per_task, strict=True)
-                for i in range(g)
-            ]
-        start = time.perf_counter()
-        gens = policy.generate(requests, sampling)
-        seconds += time.perf_counter() - start
-        tokens += sum(x.new_tokens for x in gens)
-        for fi, f in enumerate(frontier):
-            mine = gens[fi : fi + 1] if ai == 0 else gens[fi * g : (fi + 1) * g]
-            per_task[fi][a] = [s for gen in mine for s in _samples(env, f, a, gen)]
-    return per_task, seconds, tokens
-
-
-def _earlier(per_agent: dict[str, list[Sample]], agents: Sequence[str], i: int) -> dict[str, str]:
-    return {b: per_agent[b][i].action for b in agents}
+def _sample(f: _Frontier, answer: Answer) -> Sample:
+    gen = answer.generation
+    return Sample(
+        answer.agent,
+        f.histories[answer.agent],
+        answer.text,
+        gen.prompt_ids,
+        gen.token_ids[answer.k],
+        answer.action,
+    )
 
 
 def _score_with_reference_partners(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol, TypeGuard
 
 Messages = list[dict[str, str]]
 """Chat messages: dicts with `role` (system/user/assistant) and `content`."""
@@ -75,6 +75,9 @@ class Env(Protocol):
     """A cooperative task for a team of agents (a Dec-POMDP seen through chat)."""
 
     roles: Roles
+    sequential: ClassVar[bool]
+    """The turn protocol, declared on the class: False, the agents answer a turn at once, each on
+    its own observation; True, they answer in role order (the class is then a `SequentialEnv`)."""
 
     def observe(self, task: Any, agent: str, history: Sequence[Turn] = ()) -> Messages:
         """The agent's observation of `task` after its earlier turns."""
@@ -101,16 +104,19 @@ class Env(Protocol):
 class SequentialEnv(Env, Protocol):
     """An `Env` whose agents act in role order within a turn (a workflow: a writer drafts, a
     reviewer reads the draft, ...). The rollout tree and the team protocol then ask the agents
-    one after another; joint actions are aligned (the g-th samples form joint action g)."""
-
-    sequential: bool
-    """True: agents act in role order, each seeing the earlier agents' actions of the turn."""
+    one after another; joint actions are aligned (the g-th samples form joint action g).
+    The class declares `sequential = True`."""
 
     def observe_after(
         self, task: Any, agent: str, earlier: Mapping[str, str], history: Sequence[Turn] = ()
     ) -> Messages:
         """`agent`'s observation with the earlier agents' actions of this turn (role order)."""
         ...
+
+
+def acts_in_order(env: Env) -> TypeGuard[SequentialEnv]:
+    """Whether the environment's agents answer a turn in role order (its declared protocol)."""
+    return env.sequential
 
 
 class BaselineEnv(Env, Protocol):
@@ -143,6 +149,9 @@ def check_env(env: Env, task: Any, texts: Mapping[str, str]) -> list[Outcome]:
     import json
     import math
 
+    assert any(isinstance(vars(c).get("sequential"), bool) for c in type(env).__mro__), (
+        f"sequential: {type(env).__name__} must declare its turn protocol (sequential = True/False)"
+    )
     agents = env.roles.agents
     assert len(set(agents)) == len(agents) >= 2, f"roles: need >= 2 distinct agents, got {agents}"
     assert set(texts) == set(agents), f"texts must name every agent {agents}"
@@ -157,10 +166,10 @@ def check_env(env: Env, task: Any, texts: Mapping[str, str]) -> list[Outcome]:
         )
         actions[agent] = env.act(task, agent, texts[agent])
         assert isinstance(actions[agent], str), f"act: {agent}'s action is not a string"
-    if getattr(env, "sequential", False):
+    if acts_in_order(env):
         for i, agent in enumerate(agents[1:], start=1):
             earlier = {b: actions[b] for b in agents[:i]}
-            seen = env.observe_after(task, agent, earlier)  # type: ignore[attr-defined]
+            seen = env.observe_after(task, agent, earlier)
             assert seen and seen[-1]["role"] == "user", (
                 f"observe_after: {agent}'s observation must end with a user turn"
             )

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from orchestry.agents.base import Generation, Generator, GenRequest, SamplingSpec
-from orchestry.envs.base import BaselineEnv, Turn
+from orchestry.envs.base import BaselineEnv, Turn, acts_in_order
+from orchestry.joint.turn import Ask, aligned, answer_turn
 
 log = logging.getLogger("orchestry.eval.protocols")
 
@@ -87,58 +88,26 @@ def team(
     method: str,
 ) -> list[dict[str, Any]]:
     """Every agent answers its own prompt; the i-th samples form joint sample i. In a sequential
-    environment the agents answer in role order, each seeing the earlier ones' sample i."""
-    if getattr(env, "sequential", False):
-        return _team_in_order(gen, env, tasks, n, sampling, method)
+    environment the agents answer in role order, each seeing the earlier ones' sample i
+    (`joint.turn.answer_turn`: one generate call, or one per agent)."""
     agents = env.roles.agents
-    requests = [GenRequest(a, env.observe(t, a), n) for t in tasks for a in agents]
-    gens, wall = timed_generate(gen, requests, sampling)
-    share = wall / (len(tasks) * n)  # amortised generation seconds per joint sample
+    leaves = aligned(n, len(agents))
+    turn = answer_turn(gen, env, [Ask(t, {a: () for a in agents}, leaves) for t in tasks], sampling)
+    for call in turn.calls:
+        log.info(
+            "generated %d completions (%d prompts, %d tokens) in %.1f s",
+            sum(r.n for r in call.requests),
+            len(call.requests),
+            sum(g.new_tokens for g in call.generations),
+            call.seconds,
+        )
+    share = turn.seconds / (len(tasks) * n)  # amortised generation seconds per joint sample
     items: list[Item] = []
-    for ti, t in enumerate(tasks):
-        per = {a: gens[ti * len(agents) + ai] for ai, a in enumerate(agents)}
-        for i in range(n):
-            code = {a: env.act(t, a, per[a].texts[i]) for a in agents}
-            tokens = sum(_tokens(g)[i] for g in per.values())
+    for t, joint in zip(tasks, turn.joint, strict=True):
+        for i, leaf in enumerate(leaves):
+            code = {a: x.action for a, x in joint[leaf].items()}
+            tokens = sum(_tokens(x.generation)[x.k] for x in joint[leaf].values())
             items.append((t, i, code, code, share, tokens))
-    return score_rows(env, method, items)
-
-
-def _team_in_order(
-    gen: Generator,
-    env: BaselineEnv,
-    tasks: Sequence[Any],
-    n: int,
-    sampling: SamplingSpec,
-    method: str,
-) -> list[dict[str, Any]]:
-    """The team of a sequential environment: one generate call per agent, in role order."""
-    agents = env.roles.agents
-    acts: list[list[dict[str, str]]] = [[{} for _ in range(n)] for _ in tasks]
-    tokens = [[0] * n for _ in tasks]
-    wall = 0.0
-    for ai, a in enumerate(agents):
-        if ai == 0:
-            reqs = [GenRequest(a, env.observe(t, a), n) for t in tasks]
-        else:
-            reqs = [
-                GenRequest(a, env.observe_after(t, a, {b: acts[ti][i][b] for b in agents[:ai]}), 1)  # type: ignore[attr-defined]
-                for ti, t in enumerate(tasks)
-                for i in range(n)
-            ]
-        gens, seconds = timed_generate(gen, reqs, sampling)
-        wall += seconds
-        for ti, t in enumerate(tasks):
-            for i in range(n):
-                g, k = (gens[ti], i) if ai == 0 else (gens[ti * n + i], 0)
-                acts[ti][i][a] = env.act(t, a, g.texts[k])
-                tokens[ti][i] += _tokens(g)[k]
-    share = wall / (len(tasks) * n)
-    items: list[Item] = [
-        (t, i, acts[ti][i], acts[ti][i], share, tokens[ti][i])
-        for ti, t in enumerate(tasks)
-        for i in range(n)
-    ]
     return score_rows(env, method, items)
 
 
@@ -174,8 +143,8 @@ def sequential(
 ) -> list[dict[str, Any]]:
     """Helpers answer first; the main agent sees their code. A sequential environment's team
     already acts in role order, each agent seeing the earlier ones: this baseline is then that."""
-    if getattr(env, "sequential", False):
-        return _team_in_order(gen, env, tasks, n, sampling, "sequential")
+    if acts_in_order(env):
+        return team(gen, env, tasks, n, sampling, "sequential")
     roles = env.roles
     h = len(roles.helpers)
     helper_reqs = [GenRequest(a, env.observe(t, a), n) for t in tasks for a in roles.helpers]

@@ -31,6 +31,7 @@ class WordEnv:
     """Each agent should name every word of the task; feedback asks for the missing ones."""
 
     roles = Roles(("aux",), "main")
+    sequential = False  # the agents answer a turn at once
 
     def __init__(self) -> None:
         self.score_calls: list[int] = []  # batch size of each env.score call

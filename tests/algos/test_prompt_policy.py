@@ -75,6 +75,7 @@ class KeywordEnv:
     (in any case). Nothing in the observation names the word: only instructions can."""
 
     roles = Roles(("aux",), "main")
+    sequential = False  # the agents answer a turn at once
 
     def observe(self, task: Task, agent: str, history: Sequence[Turn] = ()) -> list[dict]:
         first = [

@@ -113,6 +113,7 @@ def test_the_contract_check_can_fail():
 
     class Broken:
         roles = env.roles
+        sequential = False  # the agents answer a turn at once
 
         def observe(self, task, agent, history=()):
             return env.observe(task, agent)  # forgets the history
@@ -131,3 +132,17 @@ def test_the_contract_check_can_fail():
 
     with pytest.raises(AssertionError, match="observe"):
         check_env(Broken(), task, texts)
+
+
+def test_an_environment_must_declare_its_turn_protocol():
+    """`sequential` is declared on the class (no probing): an env without it fails the contract."""
+    env, task, texts = code_env_cases()[0].values
+
+    class Undeclared:
+        roles = env.roles
+
+        def observe(self, task, agent, history=()):
+            return env.observe(task, agent, history)
+
+    with pytest.raises(AssertionError, match="sequential: Undeclared must declare"):
+        check_env(Undeclared(), task, texts)

@@ -29,6 +29,8 @@ FEEDBACK_MODES = ("level_feedback", "plain", "expert_edits")
 class CodeEnv:
     """Cooperative function writing (MAGRPO's aux/main task) with sandboxed tests."""
 
+    sequential = False  # the agents answer a turn at once, each on its own observation
+
     def __init__(
         self,
         roles: Roles,

@@ -30,6 +30,8 @@ class StoryEnv:
     """Cooperative short-story writing: one part per role, rewarded for quality, collaboration and
     efficiency."""
 
+    sequential = False  # the agents answer a turn at once, each on its own observation
+
     def __init__(
         self,
         roles: Roles,

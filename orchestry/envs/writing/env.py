@@ -22,6 +22,8 @@ from orchestry.envs.writing.tasks import WritingTask
 class WritingEnv:
     """Two-part cooperative writing (MAGRPO's TL;DR and arXiv expansion tasks)."""
 
+    sequential = False  # the agents answer a turn at once, each on its own observation
+
     def __init__(self, roles: Roles, settings: WritingSettings) -> None:
         if len(roles.agents) != 2:
             raise ValueError(
