@@ -89,3 +89,100 @@ def test_the_cli_commands_are_no_stage_code():
     names = {a.name for n in top for a in n.names}
     names |= {n.module for n in top if isinstance(n, ast.ImportFrom) and n.module}
     assert not {"commands", "orchestry.commands", "orchestry.params_doc"} & names
+
+
+def module_level_imports(path: Path, module: str) -> set[str]:
+    """The orchestry modules `module` imports at its top level: its body's imports, those under
+    `if`/`try` included, `if TYPE_CHECKING:` too (a type-only loop still ties the modules together).
+    Left out: imports inside functions, which run when called, after every module has loaded (the
+    lazy imports that keep the Claude client or a stage's heavy stack out of other closures)."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.If):
+                visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                for part in (
+                    node.body,
+                    node.orelse,
+                    node.finalbody,
+                    *(h.body for h in node.handlers),
+                ):
+                    visit(part)
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    base = f"{parent}.{base}" if base else parent
+                found.add(base)
+                found.update(f"{base}.{a.name}" for a in node.names)  # a submodule, if it is one
+
+    visit(ast.parse(path.read_text()).body)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = {
+        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in (ROOT / "orchestry").rglob("*.py")
+    }
+    return {m: module_level_imports(p, m) & set(files) - {m} for m, p in files.items()}
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return cycles
+
+
+def test_no_import_cycle_inside_orchestry():
+    """No module imports, at load time, one that imports it back (directly or round a loop)."""
+    assert import_cycles(import_graph()) == []
+
+
+def test_the_cycle_check_finds_a_loop(tmp_path):
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_cycles(graph) == [["a", "b", "c"]]
+    text = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import x\nfrom .y import z\n"
+    path = tmp_path / "m.py"
+    path.write_text(text)
+    expected = {
+        "typing",
+        "typing.TYPE_CHECKING",
+        "pkg.sub",
+        "pkg.sub.x",
+        "pkg.sub.y",
+        "pkg.sub.y.z",
+    }
+    assert module_level_imports(path, "pkg.sub.m") == expected

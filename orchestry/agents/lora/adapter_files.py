@@ -11,13 +11,12 @@ import os
 import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from peft.utils import get_peft_model_state_dict, set_peft_model_state_dict
 from safetensors.torch import load_file
 
-if TYPE_CHECKING:
-    from orchestry.agents.lora.team import LoadedBase
+from orchestry.agents.lora.loaded_base import LoadedBase
 
 POLICY_FILE = "policy.json"
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import torch
 from transformers import GenerationConfig, LogitsProcessorList
@@ -26,10 +25,8 @@ from orchestry.agents.base import Generation, GenRequest, SamplingSpec
 from orchestry.agents.lora.graph_decode import decode_shape
 from orchestry.agents.lora.head_sampler import HeadSampler
 from orchestry.agents.lora.kv_prefix import cache_argument, pad_rows, plan_prefixes, prefill
+from orchestry.agents.lora.loaded_base import LoadedBase
 from orchestry.agents.lora.stacked_lora import stacked_lora
-
-if TYPE_CHECKING:
-    from orchestry.agents.lora.team import LoadedBase
 
 STATIC_PROMPT_BUCKET = 64
 """Static path: prompts are left-padded to a multiple of this, so the static cache has few shapes."""

@@ -17,7 +17,7 @@ import hashlib
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -34,9 +34,10 @@ from orchestry.agents.lora.adapter_files import (
 )
 from orchestry.agents.lora.base_model import ModelSpec, load_base_model
 from orchestry.agents.lora.generation import generate_group
-from orchestry.agents.lora.graph_decode import DecoderCache, supports
-from orchestry.agents.lora.graph_update import GraphUpdate, RowLoss
+from orchestry.agents.lora.graph_decode import supports
+from orchestry.agents.lora.graph_update import RowLoss
 from orchestry.agents.lora.kv_prefix import completion_logits
+from orchestry.agents.lora.loaded_base import LoadedBase
 from orchestry.agents.lora.written_update import written_applies
 
 SHARED_ADAPTER = "shared"
@@ -67,23 +68,6 @@ class LoraSpec:
 
 
 # --------------------------------------------------------------------------- the team policy
-
-
-@dataclass
-class LoadedBase:
-    """One loaded base model with the adapters of the agents that use it (and its stop tokens)."""
-
-    spec: ModelSpec
-    model: PeftModel
-    tokenizer: PreTrainedTokenizerBase
-    adapters: list[str]
-    stop_ids: set[int] = field(default_factory=set)
-    decoders: DecoderCache = field(default_factory=DecoderCache)
-    update: GraphUpdate = field(default_factory=GraphUpdate)  # the update's recorded passes
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.model.parameters()).device
 
 
 class TeamPolicy:
