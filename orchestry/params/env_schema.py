@@ -11,27 +11,15 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from orchestry.envs.registry import all_sets, env_kind
 from orchestry.params.section import Section
 
-# The team's agents when `model.agents` is left at the code task's default: the environment's roles.
-DEFAULT_AGENTS = {
-    "code": ["aux", "main"],
-    "code_review": ["writer", "reviewer", "refactorer"],
-    "story": ["writer", "editor", "narrator"],
-    "writing": ["first", "second"],
-}
-# The task sets (`prepare.sets` keys) each environment reads; the other sets are ignored.
-CODE_SETS = ("coop", "coop3", "humaneval", "humaneval_paper", "gen", "gen_unseen")
 # Sets of held-out problems only: their n_train must be 0 (envs/code/generated/catalogue.py).
 TEST_ONLY_SETS = ("gen_unseen",)
-ENV_SETS = {
-    "code": CODE_SETS,
-    "code_review": CODE_SETS,
-    "story": ("story",),
-    "writing": ("tldr", "arxiv"),
-}
+CODE_DEFAULT_AGENTS = list(env_kind("code").roles)
+"""`model.agents`' default: the code task's roles (another env then plays with its own)."""
 
 
 def _ordered_range(value: list[int], key: str) -> list[int]:
@@ -50,20 +38,7 @@ class SetSplit(Section):
 class PrepareParams(Section):
     """Which problems go to the train and test splits (a seeded shuffle, disjoint)."""
 
-    sets: dict[
-        Literal[
-            "coop",
-            "humaneval",
-            "humaneval_paper",
-            "coop3",
-            "gen",
-            "gen_unseen",
-            "story",
-            "tldr",
-            "arxiv",
-        ],
-        SetSplit,
-    ] = Field(
+    sets: dict[str, SetSplit] = Field(
         {
             "coop": SetSplit(n_train=24, n_test=8),
             "humaneval": SetSplit(n_train=0, n_test=0),
@@ -78,6 +53,17 @@ class PrepareParams(Section):
         "only: n_train 0; docs/generated_problems.md); story: `story` 40 themes; writing: "
         "`tldr` 40 posts, `arxiv` 40 abstracts); a set left out is not used.",
     )
+
+    @field_validator("sets")
+    @classmethod
+    def _known_sets(cls, sets: dict[str, SetSplit]) -> dict[str, SetSplit]:
+        unknown = sorted(set(sets) - all_sets())
+        if unknown:
+            raise ValueError(
+                f"unknown task sets {unknown}; the registered environments read "
+                f"{', '.join(sorted(all_sets()))}"
+            )
+        return sets
 
     @model_validator(mode="after")
     def _splits_fit_the_sets(self) -> PrepareParams:
@@ -205,12 +191,13 @@ class CodeReviewParams(Section):
 class EnvParams(Section):
     """The environment the team works on (every stage that builds or scores it reads this)."""
 
-    name: Literal["code", "code_review", "story", "writing"] = Field(
+    name: str = Field(
         "code",
         description="`code` (the paper's aux/main functions, sandboxed tests), `code_review` "
         "(writer, reviewer, refactorer in turn on the same problems), `story` (roles write one "
         "story on a theme), `writing` (the paper's TL;DR and abstract-expansion pairs). With any "
-        "but `code`, `model.agents` left at [aux, main] means the environment's roles.",
+        "but `code`, `model.agents` left at [aux, main] means the environment's roles. Any "
+        "environment registered in envs/registry.py.",
     )
     rename_lone_helper: bool = Field(
         False,
@@ -221,6 +208,15 @@ class EnvParams(Section):
     story: StoryParams = StoryParams()
     writing: WritingParams = WritingParams()
 
+    @field_validator("name")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        try:
+            env_kind(name)
+        except KeyError as err:
+            raise ValueError(err.args[0]) from None
+        return name
+
 
 def environment_roles(data: object) -> object:
     """Raw params with `model.agents` at the code task's default set to the environment's roles."""
@@ -228,9 +224,13 @@ def environment_roles(data: object) -> object:
         return data
     name = data["env"].get("name", "code")
     model = data.get("model") if isinstance(data.get("model"), dict) else {}
-    agents = model.get("agents", DEFAULT_AGENTS["code"])
-    if name in DEFAULT_AGENTS and agents == DEFAULT_AGENTS["code"]:
-        data = {**data, "model": {**model, "agents": DEFAULT_AGENTS[name]}}
+    agents = model.get("agents", CODE_DEFAULT_AGENTS)
+    if isinstance(name, str) and agents == CODE_DEFAULT_AGENTS:
+        try:
+            roles = list(env_kind(name).roles)
+        except KeyError:
+            return data  # EnvParams names the bad env.name
+        data = {**data, "model": {**model, "agents": roles}}
     return data
 
 
@@ -244,8 +244,9 @@ def check_environment(
         raise ValueError(f"env.name writing needs 2 agents, model.agents is {agents}")
     if env.name == "code_review" and len(agents) != 3:
         raise ValueError(f"env.name code_review needs 3 agents, model.agents is {agents}")
-    if not any(s in sets for s in ENV_SETS[env.name]):
+    env_sets = env_kind(env.name).tasks.SETS
+    if not any(s in sets for s in env_sets):
         raise ValueError(
             f"prepare.sets names no task set of env.name {env.name} (its sets: "
-            f"{', '.join(ENV_SETS[env.name])})"
+            f"{', '.join(env_sets)})"
         )

@@ -1,7 +1,7 @@
 """Params sections -> objects: the team policy, the environment, sampling, settings, Claude hooks.
 
-The one place where concrete classes are chosen (the LoRA team or the Claude agents; the code, story
-or writing environment).
+The one place where concrete classes are chosen (the LoRA team or the Claude agents; the environment,
+through the registry `envs/registry.py`).
 
 Stages call these so every stage turns the same params into the same objects.
 """
@@ -26,19 +26,12 @@ from orchestry.algos.magrpo import AdvantageSettings
 from orchestry.algos.pg_update import OptimizerSettings, UpdateSettings
 from orchestry.algos.tree import ExpertFn, JudgeFn, RolloutSettings
 from orchestry.envs.base import BaselineEnv, Env, Roles
-from orchestry.envs.code.env import CodeEnv
-from orchestry.envs.code.problems import read_problems
-from orchestry.envs.code.reward import RewardWeights
 from orchestry.envs.code.sandbox import SandboxLimits
-from orchestry.envs.code_review.env import CodeReviewEnv
-from orchestry.envs.code_review.reward import CodeReviewSettings
+from orchestry.envs.options import EnvOptions
+from orchestry.envs.registry import env_kind
 from orchestry.envs.solo import SOLO_AGENT, SoloEnv
-from orchestry.envs.story.env import StoryEnv, StoryJudge
-from orchestry.envs.story.reward import StorySettings
-from orchestry.envs.story.tasks import load_judge_prompt, load_roles
-from orchestry.envs.task_sets import TEXT_TASKS
-from orchestry.envs.writing.env import WritingEnv
-from orchestry.envs.writing.reward import WritingSettings
+from orchestry.envs.story.env import StoryJudge
+from orchestry.envs.story.tasks import load_judge_prompt
 from orchestry.params import Params
 
 
@@ -165,39 +158,21 @@ def update_settings(params: Params) -> UpdateSettings:
 
 
 def make_env(params: Params, training: bool = True) -> Env:
-    """The environment `env.name` selects, with its params. The code task gets the reward weights,
-    the sandbox limits and, for training, the feedback mode (evaluation is single-turn and does
-    not depend on the train section)."""
-    roles = Roles.from_agents(params.model.agents)
-    if params.env.name == "story":
-        s = params.env.story
-        settings = StorySettings(
-            quality_weight=s.quality,
-            collaboration_weight=s.collaboration,
-            efficiency_weight=s.efficiency,
-            turns_range=(s.turns_range[0], s.turns_range[1]),
-            words_range=(s.words_range[0], s.words_range[1]),
-        )
-        return StoryEnv(roles, settings, load_roles(), judge=story_judge(params))
-    if params.env.name == "writing":
-        return WritingEnv(roles, WritingSettings(**params.env.writing.model_dump()))
-    if params.env.name == "code_review":
-        c = params.env.code_review
-        review = CodeReviewSettings(
-            tests_weight=c.tests,
-            syntax_weight=c.syntax,
-            review_weight=c.review,
-            review_max_words=c.review_max_words,
-        )
-        return CodeReviewEnv(roles, review, sandbox_limits(params), sandbox_workers(params))
-    return CodeEnv(
-        roles,
-        RewardWeights(**params.reward.model_dump()),
-        sandbox_limits(params),
-        sandbox_workers(params),
-        params.train.feedback if training else None,
+    """The environment `env.name` selects (envs/registry.py), with its params: its own section,
+    the reward weights, the sandbox limits and, for training, the feedback mode (evaluation is
+    single-turn and does not depend on the train section)."""
+    kind = env_kind(params.env.name)
+    section = getattr(params.env, kind.name, None)  # an env without settings has no section
+    options = EnvOptions(
+        settings=section.model_dump() if section is not None else {},
+        reward=params.reward.model_dump(),
+        limits=sandbox_limits(params),
+        workers=sandbox_workers(params),
+        feedback=params.train.feedback if training else None,
         rename_lone_helper=params.env.rename_lone_helper,
+        judge=lambda: story_judge(params),
     )
+    return kind.build(Roles.from_agents(params.model.agents), options)
 
 
 def make_solo_env(params: Params) -> SoloEnv:
@@ -209,15 +184,13 @@ def make_solo_env(params: Params) -> SoloEnv:
 def read_tasks(params: Params, split: str) -> list[Any]:
     """A prepared split (`train` or `test`) as the tasks of `env.name`."""
     path = paths.split(split)
-    if params.env.name in ("code", "code_review"):
-        return read_problems(path)
     if not path.is_file():
         raise FileNotFoundError(
             f"{path} is missing; run the prepare stage first (dvc repro prepare)"
         )
-    module = TEXT_TASKS[params.env.name]
+    kind = env_kind(params.env.name)
     try:
-        return [module.task_from_dict(d) for d in io.read_jsonl(path)]
+        return [kind.tasks.task_from_dict(d) for d in io.read_jsonl(path)]
     except (KeyError, TypeError) as err:
         raise ValueError(
             f"{path} does not hold {params.env.name} tasks ({err!r}); rerun the prepare stage "

@@ -13,29 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from orchestry import io, paths
-from orchestry.envs.code.generated import GEN_SETS, generated_set
-from orchestry.envs.code.humaneval import load_humaneval, paper_split
-from orchestry.envs.code.problems import (
-    Problem,
-    load_problem_dir,
-    problem_to_dict,
-    split_problems,
-)
+from orchestry.envs.code.humaneval import paper_split
+from orchestry.envs.code.problems import Problem, problem_to_dict, split_problems
 from orchestry.envs.code.sandbox import SandboxLimits
 from orchestry.envs.code.unit_tests import with_helper_tests
-from orchestry.envs.task_sets import TEXT_TASKS
+from orchestry.envs.registry import env_kind
 from orchestry.params import Params
-from orchestry.params.env_schema import ENV_SETS
-
-
-def load_set(env: str, name: str) -> list[Any]:
-    if env in TEXT_TASKS:
-        return TEXT_TASKS[env].load_set(name)
-    if name in ("humaneval", "humaneval_paper"):
-        return load_humaneval()
-    if name in GEN_SETS:
-        return generated_set(name)
-    return load_problem_dir(paths.PROBLEM_DIRS[name])
 
 
 def split_set(
@@ -49,13 +32,14 @@ def split_set(
 
 def run(params: Params) -> None:
     env = params.env.name
+    kind = env_kind(env)
     train: list[Any] = []
     test: list[Any] = []
     summary: dict[str, dict[str, int]] = {}
     for name, split in sorted(params.prepare.sets.items()):
-        if split.n_train + split.n_test == 0 or name not in ENV_SETS[env]:
+        if split.n_train + split.n_test == 0 or name not in kind.tasks.SETS:
             continue
-        tasks = load_set(env, name)
+        tasks = kind.tasks.load_set(name)
         tr, te = split_set(name, tasks, split.n_train, split.n_test, params.seed)
         train += tr
         test += te
@@ -63,12 +47,12 @@ def run(params: Params) -> None:
     if not train and not test:
         raise ValueError(
             f"prepare.sets selects no task of env.name {env}; give one of its sets "
-            f"({', '.join(ENV_SETS[env])}) n_train or n_test > 0"
+            f"({', '.join(kind.tasks.SETS)}) n_train or n_test > 0"
         )
-    if env not in TEXT_TASKS:  # code and code_review: the code problems
+    if kind.code_problems:  # code and code_review: helper tests from the reference runs
         rows = _with_helper_tests(params, train, test)
     else:
-        to_dict = TEXT_TASKS[env].to_dict
+        to_dict = kind.tasks.to_dict
         rows = [to_dict(t) for t in train], [to_dict(t) for t in test]
     io.write_jsonl(paths.split("train"), rows[0])
     io.write_jsonl(paths.split("test"), rows[1])
