@@ -39,6 +39,10 @@ class Trainable(Protocol):
         reference: bool = ...,
     ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
+    def locate_nonfinite(
+        self, owner: str, rows: Sequence[tuple[str, list[int], list[int]]]
+    ) -> str: ...
+
 
 class StepReduction(Protocol):
     """How data-parallel ranks combine one update (`agents/lora/dist.World` implements it).
@@ -135,18 +139,20 @@ def update_agents(
     rows: dict[str, list[Row]],
     settings: UpdateSettings,
     ranks: StepReduction | None = None,
+    step: int | None = None,
 ) -> dict[str, float]:
     """One optimizer step per adapter on -A * log pi; rows with A == 0 or no tokens carry no gradient.
 
     `ranks`: the data-parallel reduction when `rows` are this process's share of the step (None: this
     process holds all of them). Losses and stats are then the step's, over every rank's rows.
+    `step`: the training step, named when the loss or gradient goes non-finite (`TrainingFailed`).
     """
     # decided on the adapters, not on this process's rows: a rank may hold none, and every rank must
     # take the same path (the same collectives)
     mixed = getattr(policy, "mixes", None)
     owners = list(opts.optimizers)
     if not settings.shared_adapter and settings.kl_coef == 0 and mixed and mixed(owners):
-        return _update_mixed(policy, opts, rows, settings, ranks)
+        return _update_mixed(policy, opts, rows, settings, ranks, step)
     stats: dict[str, float] = {}
     for owner, opt in opts.optimizers.items():
         agents = list(rows) if settings.shared_adapter else [owner]
@@ -200,7 +206,8 @@ def update_agents(
             loss_sum, kl_sum, kl_rows = ranks.sum_values([float(loss_sum), float(kl_sum), kl_rows])
             if n_live:  # with no live row anywhere no rank has a gradient: leave them all None
                 ranks.sum_grads(params_list)
-        _step(opts, owner, params_list, float(loss_sum), settings.grad_clip, stats)
+        failed = _Failure(policy, step, [(a, r[0], r[1]) for a in agents for r in live[a]])
+        _step(opts, owner, params_list, float(loss_sum), settings.grad_clip, stats, failed)
         if settings.kl_coef > 0:
             stats[f"kl/{owner}"] = float(kl_sum) / max(1, kl_rows)
     return stats
@@ -237,6 +244,7 @@ def _update_mixed(
     rows: dict[str, list[Row]],
     settings: UpdateSettings,
     ranks: StepReduction | None,
+    step: int | None,
 ) -> dict[str, float]:
     """`update_agents` with every adapter's rows in the same passes (`policy.mixed_backward`: the
     written-out forward, recorded as CUDA graphs on a GPU). Each adapter's loss is its own rows'
@@ -281,8 +289,25 @@ def _update_mixed(
         params_list = list(opts.optimizers[owner].param_groups[0]["params"])
         if ranks is not None and n_live[owner]:  # none live anywhere: every gradient stays None
             ranks.sum_grads(params_list)
-        _step(opts, owner, params_list, loss_total, settings.grad_clip, stats)
+        mine = [(a, r[0], r[1]) for a, r in live if a == owner]
+        failed = _Failure(policy, step, mine)
+        _step(opts, owner, params_list, loss_total, settings.grad_clip, stats, failed)
     return stats
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """What a non-finite loss or gradient is reported with: the step and the adapter's live rows
+    (agent, prompt, completion) of this process, which the policy searches for the bad one."""
+
+    policy: Trainable
+    step: int | None
+    rows: list[tuple[str, list[int], list[int]]]
+
+    def error(self, owner: str, what: str) -> TrainingFailed:
+        where = "" if self.step is None else f"step {self.step}: "
+        detail = self.policy.locate_nonfinite(owner, self.rows)
+        return TrainingFailed(f"{where}non-finite {what}; {detail}")
 
 
 def _step(
@@ -292,14 +317,15 @@ def _step(
     loss_total: float,
     grad_clip: float,
     stats: dict[str, float],
+    failed: _Failure,
 ) -> None:
     """Check the step's loss and gradient are finite, clip, step the adapter and its schedule, and
     record the loss and the gradient norm in `stats`."""
     if not math.isfinite(loss_total):
-        raise TrainingFailed(f"non-finite loss for adapter {owner}: {loss_total}")
+        raise failed.error(owner, f"loss for adapter {owner}: {loss_total}")
     grad_norm = torch.nn.utils.clip_grad_norm_(params, grad_clip).item()
     if not math.isfinite(grad_norm):
-        raise TrainingFailed(f"non-finite gradient norm for adapter {owner}")
+        raise failed.error(owner, f"gradient norm for adapter {owner}")
     opts.optimizers[owner].step()
     opts.schedulers[owner].step()
     stats[f"loss/{owner}"] = loss_total

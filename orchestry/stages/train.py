@@ -197,7 +197,7 @@ def train_loop(
             # 2. advantages: each agent's samples against their group (MAGRPO)
             rows = sample_advantages(ro.groups, advantages)
             # 3. update: one optimizer step per adapter (gradients summed over the ranks)
-            stats = update_agents(policy, opts, rows, update, ranks)
+            stats = update_agents(policy, opts, rows, update, ranks, step)
 
             # bookkeeping on rank 0, over every rank's nodes: metrics, rollouts, checkpoint, progress
             whole = gather_rollout(ro, world, ids)

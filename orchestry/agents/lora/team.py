@@ -38,6 +38,7 @@ from orchestry.agents.lora.graph_decode import supports
 from orchestry.agents.lora.graph_update import RowLoss
 from orchestry.agents.lora.kv_prefix import completion_logits
 from orchestry.agents.lora.loaded_base import LoadedBase
+from orchestry.agents.lora.nonfinite import describe, find_nonfinite_row, first_nonfinite_grad
 from orchestry.agents.lora.written_update import written_applies
 
 SHARED_ADAPTER = "shared"
@@ -295,6 +296,20 @@ class TeamPolicy:
         pad = base.tokenizer.pad_token_id
         return base.update.run(
             base.model, params, names, prompts, completions, advantages, weights, row_loss, pad
+        )
+
+    def locate_nonfinite(self, owner: str, rows: Sequence[tuple[str, list[int], list[int]]]) -> str:
+        """Where an update of `owner`'s adapter went non-finite, in words: the first parameter with a
+        non-finite `.grad`, and the first of `rows` (agent, prompt, completion) that is non-finite
+        on the plain forward, with its token position (`orchestry.agents.lora.nonfinite`)."""
+        base, adapter = self._base(owner), self._adapter[owner]
+        named = [(n, p) for n, p in base.model.named_parameters() if f".{adapter}." in n]
+        param = first_nonfinite_grad([(n, p) for n, p in named if ".lora_" in n])
+        self._activate(base, adapter)
+        site = find_nonfinite_row(base.model, [p for _, p in named], [r[1:] for r in rows])
+        embedding = base.model.get_input_embeddings().weight
+        return f"first parameter with a non-finite gradient: {param or 'none'}; " + describe(
+            site, len(rows), base.tokenizer, embedding
         )
 
     # ----------------------------------------------------------------------- checkpoints
