@@ -87,7 +87,8 @@ class ModelParams(Section):
         "auto",
         description="Recompute the base model's activations in the update's backward pass instead "
         "of keeping them (one 8-row update on 2 CPU cores: peak 3.2 instead of 5.7 GiB, "
-        "6.0 instead of 6.3 s). `auto` = on for a CPU, off on a GPU (H100, 64-row micro-batches: "
+        "6.0 instead of 6.3 s). `auto` = on for a CPU; on a GPU off unless the model leaves no "
+        "room for 8 rows without it (agents/lora/memory_plan.py; H100, 64-row micro-batches: "
         "17 GB peak, update 1.5 s instead of 17-30 s with it on at 8 rows).",
     )
     lora: LoraParams = LoraParams()
@@ -223,7 +224,10 @@ class TrainParams(Section):
         "auto",
         description="Rows per forward/backward pass in the update (memory vs. speed; the "
         "step's gradient is the same for any value up to float rounding). `auto` = 8 on a CPU, "
-        "64 on a GPU (H100, embedded model: update 0.9 s at 64 against 4.5 s at 8). On a GPU every "
+        "on a GPU the most rows (of 64, 32, 16, ...) that fit the card beside the weights, the "
+        "decode cache and the update's CUDA-graph pools, by the model's size and the rows' length "
+        "(agents/lora/memory_plan.py: 64 for the embedded model, 16 for a 3B one on 140 GB; "
+        "H100, embedded model: update 0.9 s at 64 against 4.5 s at 8). On a GPU every "
         "adapter's rows share the passes, each pass at most 512 padded tokens a row.",
     )
     checkpoint_every: int = Field(

@@ -19,11 +19,18 @@ import torch
 
 from orchestry import io, paths
 from orchestry.agents.base import SamplingSpec
-from orchestry.agents.lora.base_model import ModelSpec, device_type
+from orchestry.agents.lora.base_model import ModelSpec, device_type, load_config, resolve_dtype
 from orchestry.agents.lora.dist import world_from_env
+from orchestry.agents.lora.memory_plan import (
+    CPU_PLAN,
+    PROMPT_TOKENS_ESTIMATE,
+    MemoryPlan,
+    model_size,
+    plan_memory,
+)
 from orchestry.agents.lora.team import LoraSpec, TeamPolicy
 from orchestry.algos.magrpo import AdvantageSettings
-from orchestry.algos.pg_update import OptimizerSettings, UpdateSettings
+from orchestry.algos.pg_update import MIXED_TOKENS_PER_ROW, OptimizerSettings, UpdateSettings
 from orchestry.algos.tree import ExpertFn, JudgeFn, RolloutSettings
 from orchestry.envs.base import BaselineEnv, Env, Roles
 from orchestry.envs.code.sandbox import SandboxLimits
@@ -73,6 +80,7 @@ def make_policy(params: Params) -> TeamPolicy:
         shared_adapter=m.shared_adapter,
         seed=params.seed,
         gradient_checkpointing=gradient_checkpointing(params),
+        record_update_graphs=memory_plan(params).record_update_graphs,
     )
 
 
@@ -85,20 +93,38 @@ def single_agent_params(params: Params) -> Params:
     return params.model_copy(update={"model": model})
 
 
+def memory_plan(params: Params) -> MemoryPlan:
+    """The `auto` update settings (agents/lora/memory_plan.py): on a CPU 8 rows with checkpointing;
+    on a GPU from the base model's size, the rows' length and the GPU's memory (what is free plus
+    what this process holds already, so the plan is the same before and after loading)."""
+    if device_type(params.model.device) != "cuda":
+        return CPU_PLAN
+    spec = model_spec(params)
+    free, _ = torch.cuda.mem_get_info()
+    dtype = resolve_dtype(spec.dtype, torch.device("cuda"))
+    size = model_size(load_config(spec), torch.finfo(dtype).bits // 8)
+    new = params.sampling.max_new_tokens
+    t = params.train
+    return plan_memory(
+        size,
+        tokens_per_row=min(MIXED_TOKENS_PER_ROW, PROMPT_TOKENS_ESTIMATE + new),
+        completion_tokens=new,
+        decode_rows=t.group_size * t.problems_per_step * len(params.model.agents),
+        free_bytes=free + torch.cuda.memory_reserved(),
+    )
+
+
 def microbatch(params: Params) -> int:
-    """`train.microbatch`, with `auto` = 8 rows on a CPU, 64 on a GPU."""
+    """`train.microbatch`, with `auto` = 8 rows on a CPU, on a GPU what fits (`memory_plan`)."""
     setting = params.train.microbatch
-    if setting == "auto":
-        return 64 if device_type(params.model.device) == "cuda" else 8
-    return setting
+    return memory_plan(params).microbatch if setting == "auto" else setting
 
 
 def gradient_checkpointing(params: Params) -> bool:
-    """`model.gradient_checkpointing`, with `auto` = on for a CPU (memory), off on a GPU (speed)."""
+    """`model.gradient_checkpointing`, with `auto` = on for a CPU (memory), on a GPU only when the
+    model leaves no room for 8 rows without it (`memory_plan`)."""
     setting = params.model.gradient_checkpointing
-    if setting == "auto":
-        return device_type(params.model.device) == "cpu"
-    return setting
+    return memory_plan(params).gradient_checkpointing if setting == "auto" else setting
 
 
 def sampling_spec(params: Params) -> SamplingSpec:

@@ -17,9 +17,11 @@ from pathlib import Path
 
 import torch
 from transformers import (
+    AutoConfig,
     AutoModelForCausalLM,
     AutoTokenizer,
     GenerationConfig,
+    PretrainedConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
@@ -178,6 +180,15 @@ def _model_source(spec: ModelSpec) -> Path | str:
     if local.is_absolute() or spec.name.startswith((".", "~")):
         raise ModelUnavailable(f"model folder {spec.name!r} does not exist")
     return spec.name
+
+
+def load_config(spec: ModelSpec) -> PretrainedConfig:
+    """The base model's config (its sizes), without loading weights."""
+    source = _model_source(spec)
+    try:
+        return AutoConfig.from_pretrained(source)
+    except OSError as err:
+        raise ModelUnavailable(f"could not read the config of model {spec.name!r}: {err}") from err
 
 
 def load_base_model(spec: ModelSpec) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:

@@ -78,8 +78,9 @@ class GraphPass:
         row_loss: RowLoss,
         inputs: PassInputs,
         pool: tuple | None,
+        record: bool,
     ) -> None:
-        self.forward, self.adapters = forward, adapters
+        self.forward, self.adapters, self.record = forward, adapters, record
         # Gradients are taken with respect to fresh leaves sharing the parameters' storage (they
         # see every optimizer step). A parameter's own autograd leaf may carry the legacy default
         # stream from earlier use, and a backward syncing with it cannot be captured.
@@ -111,7 +112,7 @@ class GraphPass:
             static.copy_(value, non_blocking=True)
         self.adv.copy_(adv, non_blocking=True)
         self.weight.copy_(weight, non_blocking=True)
-        if self.adv.device.type != "cuda" or not RECORD:
+        if self.adv.device.type != "cuda" or not (RECORD and self.record):
             return self._run()
         if self.graph is None:
             self._capture()
@@ -138,7 +139,8 @@ class GraphPass:
 class GraphUpdate:
     """The recorded passes of one model, by shape and adapters (least recently used dropped)."""
 
-    def __init__(self) -> None:
+    def __init__(self, record: bool = True) -> None:
+        self.record = record  # False: passes run eagerly (the memory plan found no room for pools)
         self._passes: OrderedDict[tuple, GraphPass] = OrderedDict()
         self._pool: tuple | None = None
         self._forward: WrittenForward | None = None
@@ -184,7 +186,9 @@ class GraphUpdate:
             if device.type == "cuda" and self._pool is None:
                 self._pool = torch.cuda.graph_pool_handle()
             flat = [p for a in names for p in params[a]]
-            self._passes[key] = GraphPass(forward, names, flat, row_loss, inputs, self._pool)
+            self._passes[key] = GraphPass(
+                forward, names, flat, row_loss, inputs, self._pool, self.record
+            )
         values = values.to(device, non_blocking=True)
         losses, grads = self._passes[key](inputs, values[0], values[1])
         start = 0

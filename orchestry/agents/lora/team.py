@@ -35,7 +35,7 @@ from orchestry.agents.lora.adapter_files import (
 from orchestry.agents.lora.base_model import ModelSpec, load_base_model
 from orchestry.agents.lora.generation import generate_group
 from orchestry.agents.lora.graph_decode import supports
-from orchestry.agents.lora.graph_update import RowLoss
+from orchestry.agents.lora.graph_update import GraphUpdate, RowLoss
 from orchestry.agents.lora.kv_prefix import completion_logits
 from orchestry.agents.lora.loaded_base import LoadedBase
 from orchestry.agents.lora.nonfinite import describe, find_nonfinite_row, first_nonfinite_grad
@@ -82,7 +82,9 @@ class TeamPolicy:
         shared_adapter: bool = False,
         seed: int = 0,
         gradient_checkpointing: bool = True,
+        record_update_graphs: bool = True,
     ) -> None:
+        record = record_update_graphs  # the update's passes as CUDA graphs (on a GPU)
         self.agents = tuple(agents)
         bad = [a for a in self.agents if not _AGENT_NAME.match(a)]
         if not self.agents or bad or len(set(self.agents)) != len(self.agents):
@@ -125,7 +127,9 @@ class TeamPolicy:
                 for name in adapters[1:]:
                     peft_model.add_adapter(name, config)
             stop = {tokenizer.eos_token_id, *_as_list(base_model.generation_config.eos_token_id)}
-            self._bases[spec] = LoadedBase(spec, peft_model, tokenizer, adapters, stop - {None})
+            self._bases[spec] = LoadedBase(
+                spec, peft_model, tokenizer, adapters, stop - {None}, update=GraphUpdate(record)
+            )
         self._base_of = {a: self._bases[specs[a]] for a in self.agents}
         for agent in self.agents:
             for p in self.trainable_parameters(agent):
@@ -299,9 +303,7 @@ class TeamPolicy:
         )
 
     def locate_nonfinite(self, owner: str, rows: Sequence[tuple[str, list[int], list[int]]]) -> str:
-        """Where an update of `owner`'s adapter went non-finite, in words: the first parameter with a
-        non-finite `.grad`, and the first of `rows` (agent, prompt, completion) that is non-finite
-        on the plain forward, with its token position (`orchestry.agents.lora.nonfinite`)."""
+        """Where `owner`'s update went non-finite, in words (`orchestry.agents.lora.nonfinite`)."""
         base, adapter = self._base(owner), self._adapter[owner]
         named = [(n, p) for n, p in base.model.named_parameters() if f".{adapter}." in n]
         param = first_nonfinite_grad([(n, p) for n, p in named if ".lora_" in n])
