@@ -52,7 +52,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import vs_comlrl  # noqa: E402
 
-from orchestry.params import parse_params  # noqa: E402
+from orchestry.params import load_params, parse_params  # noqa: E402
 
 VARIANTS = (
     "ours",
@@ -150,6 +150,8 @@ def run_ours(job: dict[str, Any]) -> dict[str, Any]:
     policy = make_policy(params)
     env = make_env(params)
     setup_s = time.perf_counter() - start
+    if job.get("reward_noise"):
+        add_reward_noise(env, job["reward_noise"], params.seed)
     cuda = job["device"] == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     phases: dict[str, list[float]] = {"generation": [], "sandbox": [], "update": []}
@@ -265,6 +267,32 @@ def run_ours(job: dict[str, Any]) -> dict[str, Any]:
     return summarize_ours(out)
 
 
+def add_reward_noise(env: Any, sigma: float, seed: int) -> None:
+    """Every outcome's total plus N(0, sigma) noise (seeded): a random model's rewards are all 0,
+    so without it no group has an advantage and the update, the thing measured, is skipped."""
+    import random
+
+    rng, score = random.Random(seed), env.score
+
+    def noisy(batch: Any) -> Any:
+        return [replace(o, total=o.total + rng.gauss(0.0, sigma)) for o in score(batch)]
+
+    env.score = noisy
+
+
+def random_shape_folder(shape: str, cache_dir: Path, device: str) -> Path:
+    """The random model of a named shape (`orchestry/agents/lora/shapes.py`), built once into
+    `cache_dir/random-<shape>` (bfloat16, drawn on `device`) and reused."""
+    import torch
+
+    from orchestry.agents.lora.shapes import build_model_folder, embedded_tokenizer, shape_named
+
+    out = cache_dir / f"random-{shape}"
+    tokenizer = embedded_tokenizer(cache_dir)
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    return build_model_folder(shape_named(shape), out, tokenizer, 0, dtype, device)
+
+
 WARMUP_STEPS = 2
 """Steps counted as warm-up (graph capture for the first shapes; with `transformers`' compiled
 static cache they took 138 s and 44 s on an H100); later steps are the steady ones."""
@@ -343,6 +371,16 @@ def main() -> None:
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: a dry run")
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--model", help="a model folder or hub id (no embedded package needed)")
+    parser.add_argument(
+        "--shape", help="a named shape (qwen2.5-coder-3b, ...): its random model, built once"
+    )
+    parser.add_argument(
+        "--reward-noise",
+        type=float,
+        default=0.0,
+        help="N(0, sigma) added to every reward, so a random model's update runs (flagged)",
+    )
     parser.add_argument(
         "--profile", action="store_true", help="torch.profiler tables of the last update"
     )
@@ -363,15 +401,23 @@ def main() -> None:
         args.out.write_text(json.dumps(run(job)))
         return
 
+    if args.shape and args.model:
+        raise SystemExit("--shape and --model both name the model: give one")
+    if args.shape:
+        cache = Path(load_params(args.params).model.cache_dir)
+        args.model = str(random_shape_folder(args.shape, cache, args.device).resolve())
     vs_args = job_args(args)
     report: dict[str, Any] = {"variants": {}}
     with tempfile.TemporaryDirectory(prefix="gpu_step-") as tmp:
         job = vs_comlrl.prepare_job(vs_args, Path(tmp))
         data = job["params"]
         data["model"].update(device=args.device, dtype=args.dtype)
+        if args.model:
+            data["model"]["name"] = args.model
         override(data, args.set)
         parse_params(data, "params.yaml + gpu_step overrides")  # fail early on a bad --set
         job.update(device=args.device, dtype=args.dtype, profile=args.profile)
+        job.update(reward_noise=args.reward_noise)
         for variant in args.variants.split(","):
             if variant not in VARIANTS:
                 raise SystemExit(f"--variants: unknown {variant!r}; choose from {VARIANTS}")
@@ -399,6 +445,11 @@ def main() -> None:
         "forced_new_tokens": args.max_new_tokens,
         "set": args.set,
         "plan": job["plan"],
+        "model": args.model,
+        "shape": args.shape,
+        "random_weights": bool(args.shape),
+        # rewards with noise train on noise: the numbers are the speed of an update, nothing else
+        "reward_noise": args.reward_noise,
     }
     report["machine"] = {
         "platform": platform.platform(),
@@ -417,6 +468,7 @@ def job_args(args: argparse.Namespace) -> argparse.Namespace:
         group_size=args.group_size,
         max_new_tokens=args.max_new_tokens,
         min_new_tokens=args.max_new_tokens,
+        model=args.model,
     )
 
 

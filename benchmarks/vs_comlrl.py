@@ -259,10 +259,15 @@ def prepare_job(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     if not Path("data/prepared/train.jsonl").is_file():
         subprocess.run([sys.executable, "-m", "orchestry", "prepare"], check=True)
     params = bench_params(args)
-    if params.model.name != EMBEDDED_MODEL:
-        raise SystemExit(f"{args.params}: model.name must be {EMBEDDED_MODEL} for this benchmark")
-    model_dir = Path(params.model.cache_dir) / EMBEDDED_MODEL
-    convert_gguf_model(embedded_gguf_path(), model_dir)
+    name = args.model or params.model.name  # a model folder or hub id needs no embedded package
+    if name == EMBEDDED_MODEL:
+        model_dir = convert_gguf_model(embedded_gguf_path(), Path(params.model.cache_dir) / name)
+    elif Path(name).is_dir():
+        model_dir = Path(name)
+    elif Path(name).is_absolute() or name.startswith((".", "~")):
+        raise SystemExit(f"model folder {name!r} does not exist")
+    else:
+        model_dir = None  # a hub id: both sides load it by name
     problems = read_problems(paths.split("train"))
     epochs = math.ceil(args.steps * args.problems_per_step / len(problems))
     plan = schedule_problems(problems, args.problems_per_step, epochs, params.seed)[: args.steps]
@@ -274,7 +279,7 @@ def prepare_job(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     return {
         "params": params.model_dump(),
         "plan": plan,
-        "model_dir": str(model_dir.resolve()),
+        "model_dir": str(model_dir.resolve()) if model_dir else name,
         "min_new_tokens": args.min_new_tokens,
         "workdir": str(workdir),
     }
@@ -314,6 +319,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument(
         "--min-new-tokens", type=int, default=0, help="force this many tokens (0 = stop at EOS)"
+    )
+    parser.add_argument(
+        "--model", help="a model folder or hub id for both sides (default: params model.name)"
     )
     parser.add_argument("--child", choices=SIDES, help=argparse.SUPPRESS)
     parser.add_argument("--job", type=Path, help=argparse.SUPPRESS)
