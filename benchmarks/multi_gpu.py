@@ -13,7 +13,7 @@ and the training split (data/prepared/train.jsonl) twice, with the same global b
 Every completion is forced to `--max-new-tokens` (`min_new_tokens`), so both runs do the same work.
 A step's time is rank 0's wall clock from the rollout to the end of its bookkeeping (its wait for the
 other ranks included); steps/s is 1 / the median over the steady steps, those after the first two
-(which compile on a GPU; `gpu_step.WARMUP_STEPS`).
+(which compile on a GPU; `timed_train.WARMUP_STEPS`).
 
     python benchmarks/multi_gpu.py --world 2                  # a 2-GPU machine: results/bench/multi_gpu.json
     python benchmarks/multi_gpu.py --device cpu --dtype float32 --world 2 --steps 3 \
@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import vs_comlrl  # noqa: E402
-from gpu_step import WARMUP_STEPS, job_args, override  # noqa: E402
+from timed_train import WARMUP_STEPS, job_args, override  # noqa: E402
 
 from orchestry.agents.lora.dist import LAUNCHER_KEYS  # noqa: E402
 from orchestry.params import parse_params  # noqa: E402

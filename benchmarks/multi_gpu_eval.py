@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from gpu_step import override  # noqa: E402
+from timed_train import override  # noqa: E402
 
 from orchestry.params import parse_params  # noqa: E402
 

@@ -205,6 +205,15 @@ def build_model_folder(
     return out_dir
 
 
+def random_shape_folder(shape: str, cache_dir: Path, device: str) -> Path:
+    """The random model of a named shape, built once into `cache_dir/random-<shape>` (bfloat16
+    drawn on a GPU, float32 on the CPU) and reused: what the benchmarks run on."""
+    out = cache_dir / f"random-{shape}"
+    tokenizer = embedded_tokenizer(cache_dir)
+    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    return build_model_folder(shape_named(shape), out, tokenizer, 0, dtype, device)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("shape", choices=sorted(SHAPES))
