@@ -1,0 +1,253 @@
+"""The paper's model shapes on one card: 20 MAGRPO steps each at params defaults (issue 36).
+
+For each shape (`135m` = SmolLM2-135M, `1.5b` = Qwen2.5-Coder-1.5B, `3b` = Qwen2.5-Coder-3B, the
+paper's model) the benchmark builds a model of that architecture with random weights
+(`orchestry/agents/lora/shapes.py`, cached under `model.cache_dir/random-<shape>`), then runs the
+real training loop (`timed_train.run_ours`, the phases timed as in `gpu_step.py`) for `--steps`
+steps with params.yaml's defaults (microbatch, checkpointing and graph recording `auto`) and on a
+GPU `model.device: cuda`, `model.dtype: bfloat16` (as workflow/experiments/gpu.yaml), G=8 samples
+× 8 problems a step × 128 new tokens, every completion forced to full length. A random model's
+rewards are all 0, so N(0, `--reward-noise`) is added to each (flagged in the output): the update,
+the thing measured, then runs on noise.
+
+Each shape runs in a process of its own: an out-of-memory there is caught and recorded
+(`oom: true`, the peak so far), the process's exit frees the card, and the next shape runs. A
+non-finite gradient stops the loop with the step, adapter and parameter named (`TrainingFailed`),
+recorded as `finite_every_step: false` with that message; otherwise every step's gradient norm
+of every adapter is checked for finiteness here.
+
+    python benchmarks/paper_scale.py --out results/bench/paper_scale.json
+
+Writes `device` (the card and its memory), per shape `steps`, `finite_every_step`, `oom`,
+`peak_gpu_mb`, `step_seconds`, `update_seconds`, `generation_tokens_per_s` (medians over the
+steps after the warm-up, `timed_train.WARMUP_STEPS`), the memory plan `auto` chose, and a
+`manifest` (orchestry/provenance.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import vs_comlrl  # noqa: E402
+from timed_train import WARMUP_STEPS, job_args, run_ours  # noqa: E402
+
+from orchestry.params import load_params, parse_params  # noqa: E402
+
+SHAPES = {"135m": "smollm2-135m", "1.5b": "qwen2.5-coder-1.5b", "3b": "qwen2.5-coder-3b"}
+"""The benchmark's short names of the shapes in `orchestry/agents/lora/shapes.py`."""
+
+BENCHMARK_CODE = (
+    "benchmarks/paper_scale.py",
+    "benchmarks/timed_train.py",
+    "benchmarks/vs_comlrl.py",
+    "orchestry/agents/lora/shapes.py",
+)
+
+
+def run_shape(job: dict[str, Any]) -> dict[str, Any]:
+    """One shape in this process: build (or reuse) its random model, train, check the gradients.
+    Out of memory and a non-finite gradient are recorded, not raised."""
+    import torch
+
+    from orchestry.agents.lora.shapes import random_shape_folder
+    from orchestry.algos.pg_update import TrainingFailed
+    from orchestry.stages.from_params import memory_plan
+
+    cuda = job["device"] == "cuda"
+    start = time.perf_counter()
+    folder = random_shape_folder(SHAPES[job["shape"]], Path(job["cache_dir"]), job["device"])
+    if cuda:
+        torch.cuda.empty_cache()  # the build's weights are gone: the plan sees the whole card
+    job["params"]["model"]["name"] = str(folder.resolve())
+    out: dict[str, Any] = {"model": SHAPES[job["shape"]], "build_s": time.perf_counter() - start}
+    params = parse_params(job["params"], "params.yaml + paper_scale overrides")
+    out["memory_plan"] = asdict(memory_plan(params))
+    try:
+        timed = run_ours(job)
+    except torch.OutOfMemoryError as error:
+        peak = torch.cuda.max_memory_allocated() / 2**20 if cuda else None
+        return {**out, "oom": True, "error": str(error)[:2000], "peak_gpu_mb": peak}
+    except TrainingFailed as error:  # a non-finite loss or gradient, named by the update
+        return {**out, "oom": False, "finite_every_step": False, "error": str(error)[:2000]}
+    return {**out, **gradient_check(timed), "oom": False, **timed}
+
+
+def gradient_check(timed: dict[str, Any]) -> dict[str, Any]:
+    """Whether every step updated every adapter with a finite gradient norm (before clipping)."""
+    norms = timed["grad_norms"]
+    updated = sum(1 for step in norms if step)
+    finite = bool(norms) and all(
+        step and all(math.isfinite(v) for v in step.values()) for step in norms
+    )
+    values = [v for step in norms for v in step.values()]
+    return {
+        "steps": len(timed["step_s"]),
+        "steps_updated": updated,
+        "finite_every_step": finite,
+        "max_grad_norm": max(values) if values else None,
+    }
+
+
+def shape_summary(result: dict[str, Any]) -> dict[str, Any]:
+    """The keys the acceptance names (and a few beside), from one shape's full result."""
+    keys = (
+        "model",
+        "steps",
+        "steps_updated",
+        "finite_every_step",
+        "oom",
+        "peak_gpu_mb",
+        "peak_gpu_reserved_mb",
+        "step_seconds",
+        "generation_seconds",
+        "sandbox_seconds",
+        "update_seconds",
+        "generation_tokens_per_s",
+        "compile_seconds",
+        "gpu_util",
+        "max_grad_norm",
+        "build_s",
+        "setup_s",
+        "memory_plan",
+        "error",
+    )
+    summary = {key: result.get(key) for key in keys}
+    summary["steps"] = summary["steps"] or 0
+    summary["finite_every_step"] = bool(result.get("finite_every_step"))
+    summary["oom"] = bool(result.get("oom"))
+    return summary
+
+
+def device_name(device: str) -> dict[str, Any]:
+    """The card's name and memory (or the CPU)."""
+    import torch
+
+    if device != "cuda":
+        return {"name": "cpu", "memory_mb": None}
+    props = torch.cuda.get_device_properties(0)
+    return {"name": props.name, "memory_mb": round(props.total_memory / 2**20)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=REPO / "results" / "bench" / "paper_scale.json")
+    parser.add_argument("--shapes", default=",".join(SHAPES), help=f"of {','.join(SHAPES)}")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--problems-per-step", type=int, default=8)
+    parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument(
+        "--reward-noise",
+        type=float,
+        default=0.1,
+        help="N(0, sigma) added to every reward, so a random model's update runs (flagged)",
+    )
+    parser.add_argument("--cache-dir", type=Path, help="where random models are built once")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--job", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    args.out = args.out.resolve()
+    os.chdir(REPO)
+    if args.child:
+        args.out.write_text(json.dumps(run_shape(json.loads(args.job.read_text()))))
+        return
+
+    shapes = args.shapes.split(",")
+    for shape in shapes:
+        if shape not in SHAPES:
+            raise SystemExit(f"--shapes: unknown {shape!r}; choose from {','.join(SHAPES)}")
+    started, t0 = time.time(), time.perf_counter()
+    cache = args.cache_dir or Path(load_params(args.params).model.cache_dir)
+    dtype = "bfloat16" if args.device == "cuda" else "float32"
+    report: dict[str, Any] = {}
+    full: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="paper_scale-") as tmp:
+        job = vs_comlrl.prepare_job(
+            job_args(argparse.Namespace(**vars(args), model=None)), Path(tmp)
+        )
+        job["params"]["model"].update(device=args.device, dtype=dtype)
+        job.update(device=args.device, dtype=dtype, reward_noise=args.reward_noise)
+        job.update(cache_dir=str(Path(cache).resolve()))
+        for shape in shapes:
+            job_path, result = Path(tmp) / f"{shape}.job.json", Path(tmp) / f"{shape}.json"
+            job_path.write_text(json.dumps({**job, "shape": shape, "variant": f"ours-{shape}"}))
+            command = [sys.executable, __file__, "--child", shape, "--job", str(job_path)]
+            env = {**os.environ, "WANDB_MODE": "disabled"}
+            done = subprocess.run([*command, "--out", str(result)], env=env, check=False)
+            if done.returncode != 0:
+                full[shape] = {"error": f"exit code {done.returncode}", "model": SHAPES[shape]}
+            else:
+                full[shape] = json.loads(result.read_text())
+            report[shape] = shape_summary(full[shape])
+            print(shape, json.dumps(report[shape]), flush=True)
+
+    from orchestry import code_deps
+
+    settings = {
+        "shapes": shapes,
+        "steps": args.steps,
+        "warmup_steps": WARMUP_STEPS,
+        "problems_per_step": args.problems_per_step,
+        "group_size": args.group_size,
+        "max_new_tokens": args.max_new_tokens,
+        "forced_new_tokens": args.max_new_tokens,
+        "device": args.device,
+        "dtype": dtype,
+        "random_weights": True,
+        # rewards with noise train on noise: the numbers are the speed of an update, nothing else
+        "reward_noise": args.reward_noise,
+        "plan": job["plan"],
+    }
+    code = [*code_deps.stage_code("train"), *BENCHMARK_CODE]
+    report = {
+        "device": device_name(args.device),
+        **report,
+        "settings": settings,
+        "per_step": {
+            shape: {k: r.get(k) for k in ("step_s", "generation_s", "update_s", "new_tokens")}
+            for shape, r in full.items()
+        },
+        "manifest": manifest_of(code, job["params"], started, time.perf_counter() - t0),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print_table(report, shapes)
+
+
+def manifest_of(code: list[str], params: dict[str, Any], started: float, wall: float) -> dict:
+    from orchestry.experiment import hardware
+    from orchestry.provenance import manifest
+
+    return manifest(REPO, code, params, hardware(), started, wall)
+
+
+def print_table(report: dict[str, Any], shapes: list[str]) -> None:
+    device = report["device"]
+    print(f"\n{device['name']} ({device['memory_mb']} MiB)")
+    cols = ("steps", "finite_every_step", "oom", "peak_gpu_mb", "step_seconds", "update_seconds")
+    cols += ("generation_tokens_per_s",)
+    print(f"{'shape':<6}" + "".join(f"{c:>26}" for c in cols))
+    for shape in shapes:
+        row = report[shape]
+        cells = [f"{row[c]:.2f}" if isinstance(row[c], float) else str(row[c]) for c in cols]
+        print(f"{shape:<6}" + "".join(f"{c:>26}" for c in cells))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""benchmarks/paper_scale.py: the gradient check, and a tiny CPU run end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from paper_scale import gradient_check  # noqa: E402
+
+
+def test_gradient_check_needs_a_finite_norm_for_every_adapter_at_every_step() -> None:
+    ok = {"step_s": [1.0, 1.0], "grad_norms": [{"a": 0.3, "b": 0.2}, {"a": 0.1, "b": 0.4}]}
+    assert gradient_check(ok) == {
+        "steps": 2,
+        "steps_updated": 2,
+        "finite_every_step": True,
+        "max_grad_norm": 0.4,
+    }
+    bad = {"step_s": [1.0, 1.0], "grad_norms": [{"a": 0.3}, {"a": math.nan}]}
+    assert not gradient_check(bad)["finite_every_step"]
+    skipped = {"step_s": [1.0, 1.0], "grad_norms": [{"a": 0.3}, {}]}  # no update is no evidence
+    assert gradient_check(skipped) == {
+        "steps": 2,
+        "steps_updated": 1,
+        "finite_every_step": False,
+        "max_grad_norm": 0.3,
+    }
+
+
+@pytest.mark.slow
+def test_tiny_cpu_run_writes_every_key(tmp_path: Path) -> None:
+    out = tmp_path / "paper_scale.json"
+    command = [sys.executable, str(REPO / "benchmarks" / "paper_scale.py"), "--shapes", "135m"]
+    command += ["--steps", "2", "--device", "cpu", "--problems-per-step", "2"]
+    command += ["--group-size", "2", "--max-new-tokens", "4", "--cache-dir", str(tmp_path)]
+    subprocess.run([*command, "--out", str(out)], check=True, cwd=REPO)
+    report = json.loads(out.read_text())
+    assert report["device"]["name"] == "cpu"
+    shape = report["135m"]
+    assert shape["steps"] == 2 and shape["finite_every_step"] and not shape["oom"]
+    for key in ("step_seconds", "update_seconds", "generation_tokens_per_s"):
+        assert shape[key] > 0
+    assert report["settings"]["reward_noise"] > 0  # flagged: a random model trains on noise
+    assert {"commit", "dirty", "code_sha256", "params", "hardware", "wall_s"} <= set(
+        report["manifest"]
+    )
