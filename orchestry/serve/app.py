@@ -105,8 +105,11 @@ def build_app(
             schema.error_body(err.message, err.kind, err.param), status_code=err.status
         )
 
-    @app.get("/health")
-    async def health() -> dict:
+    @app.get("/health", response_model=None)
+    async def health() -> dict | JSONResponse:
+        if not batcher.alive:
+            body = {"status": "down", "reason": "the batching worker is not running"}
+            return JSONResponse(body, status_code=503)
         return {"status": "ok", "models": served.names, "queue": batcher.waiting}
 
     @app.get("/v1/models")

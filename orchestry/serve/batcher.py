@@ -57,6 +57,11 @@ class Batcher:
         self.batches = 0
 
     @property
+    def alive(self) -> bool:
+        """Whether the worker runs (else nothing queued would be answered)."""
+        return self._thread.is_alive() and not self._closing.is_set()
+
+    @property
     def waiting(self) -> int:
         return self._queue.qsize()
 

@@ -31,7 +31,9 @@ def server(tmp_path_factory: pytest.TempPathFactory):
     params.write_text(yaml.safe_dump(tiny_params(), sort_keys=False))
     make_policy(load_params(params)).save_adapters(root / "adapters")
     log = root / "server.log"
-    with server_process(params, root / "adapters", ["--max-tokens-limit", "64"], log) as url:
+    with server_process(
+        params, root / "adapters", ["--max-tokens-limit", "64"], log, torch_threads=1
+    ) as url:
         yield url, log
 
 
