@@ -1,8 +1,9 @@
 """`python -m orchestry <stage>`: the one way every stage runs (DVC, Snakemake and the tests use it).
 
 The CLI validates params.yaml once, then calls the stage module's `run`; `schema`, `params-doc`,
-`deps` and `show` (episodes of a rollouts/generations file, in the terminal) are commands beside the
-stages (orchestry/commands.py, imported only when one is asked for).
+`deps`, `show` (episodes of a rollouts/generations file, in the terminal) and `serve` (the trained team
+over HTTP, docs/serving.md) are commands beside the stages (orchestry/commands.py, imported only when
+one is asked for).
 Errors a user can fix (bad params, a missing input or model, an unavailable sandbox, the API budget)
 print one line and exit non-zero; a bad params file exits 2 before anything is written.
 """
@@ -19,7 +20,7 @@ from orchestry import paths
 from orchestry.code_deps import STAGES  # every stage, in pipeline order
 from orchestry.params import BASELINE_NAMES, ParamsError, load_params
 
-COMMANDS = ("schema", "params-doc", "deps", "show")  # orchestry/commands.py
+COMMANDS = ("schema", "params-doc", "deps", "show", "serve")  # orchestry/commands.py
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -93,6 +94,48 @@ def _add_command_parsers(sub: argparse._SubParsersAction) -> None:
     show.add_argument("-n", type=int, default=1, help="how many episodes (default: 1)")
     show.add_argument("--seed", type=int, default=0, help="seed of --pick random (default: 0)")
     show.add_argument("--width", type=int, default=None, help="columns (default: the terminal's)")
+    _add_serve_parser(sub)
+
+
+def _add_serve_parser(sub: argparse._SubParsersAction) -> None:
+    serve = sub.add_parser(
+        "serve", help="the trained team and its agents over an OpenAI-compatible HTTP server"
+    )
+    serve.add_argument(
+        "--params",
+        dest="serve_params",
+        default=None,
+        help="params file of the model, agents and sampling defaults (default: the global --params)",
+    )
+    serve.add_argument(
+        "--adapters",
+        default=str(paths.ADAPTERS),
+        help=f"the agents' adapters, a stage's output folder (default: {paths.ADAPTERS})",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port; 0 = any free (default: 8000)")
+    serve.add_argument("--team-name", default="team", help="the team's model name (default: team)")
+    serve.add_argument(
+        "--max-batch", type=int, default=16, help="most requests per generate call (default: 16)"
+    )
+    serve.add_argument(
+        "--max-queue",
+        type=int,
+        default=256,
+        help="most waiting requests; more get 429 (default: 256)",
+    )
+    serve.add_argument(
+        "--batch-wait-ms",
+        type=float,
+        default=10.0,
+        help="how long a batch waits for more requests once one waits (default: 10)",
+    )
+    serve.add_argument(
+        "--max-tokens-limit",
+        type=int,
+        default=1024,
+        help="the most max_tokens a request may ask for (default: 1024)",
+    )
 
 
 def setup_logging(log_file: str | None) -> None:

@@ -1,0 +1,161 @@
+"""Load test of `python -m orchestry serve`: many concurrent chat requests against the real server
+process on the embedded model, batched and then one at a time, in one run.
+
+Each mode starts its own server (`--max-batch B`, then `--max-batch 1`), warms it with one request,
+then `--concurrency` client threads send `--requests` chat requests (agents `aux` and `main` in
+turn, short distinct prompts, `max_tokens` small). A request is answered (200), refused (429, the
+queue full), failed (another HTTP error) or lost (no HTTP answer at all: must be 0). Writes the
+batched run's numbers at the top level of `--out`, the one-at-a-time run under `one_at_a_time`, their
+throughput ratio, and the manifest (commit, dirty, code hash, settings, hardware, date, wall time).
+
+    python benchmarks/serve_load.py --out results/bench/serve.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from orchestry import code_deps, io
+from orchestry.experiment import hardware
+from orchestry.params import load_params
+from orchestry.provenance import manifest
+from orchestry.serve.launch import server_process
+from orchestry.stages.from_params import make_policy
+
+log = logging.getLogger("serve_load")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def chat(url: str, i: int, max_tokens: int, timeout_s: float) -> tuple[str, float]:
+    """One request: its outcome (answered, refused, failed:<code>, lost) and seconds."""
+    body = {
+        "model": ("aux", "main")[i % 2],
+        "messages": [{"role": "user", "content": f"Write a Python one-liner that adds {i} to x."}],
+        "max_tokens": max_tokens,
+    }
+    req = urllib.request.Request(
+        f"{url}/v1/chat/completions",
+        json.dumps(body).encode(),
+        {"Content-Type": "application/json"},
+    )
+    start = time.perf_counter()
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as r:
+            ok = bool(json.load(r)["choices"][0]["message"]["content"] is not None)
+            outcome = "answered" if ok else "failed:empty"
+    except urllib.error.HTTPError as err:
+        outcome = "refused" if err.code == 429 else f"failed:{err.code}"
+    except (urllib.error.URLError, ConnectionError, TimeoutError) as err:
+        log.warning("request %d got no answer: %r", i, err)
+        outcome = "lost"
+    return outcome, time.perf_counter() - start
+
+
+def load(url: str, n: int, concurrency: int, max_tokens: int, timeout_s: float) -> dict[str, Any]:
+    """Send n requests from `concurrency` threads; the counts, throughput and latencies."""
+    chat(url, -1, max_tokens, timeout_s)  # warm-up, not counted
+    start = time.perf_counter()
+    done = 0
+
+    def one(i: int) -> tuple[str, float]:
+        nonlocal done
+        result = chat(url, i, max_tokens, timeout_s)
+        done += 1
+        if done % 25 == 0:
+            log.info("%d/%d requests done, %.0f s", done, n, time.perf_counter() - start)
+        return result
+
+    with ThreadPoolExecutor(concurrency) as pool:
+        results = list(pool.map(one, range(n)))
+    wall = time.perf_counter() - start
+    outcomes = [o for o, _ in results]
+    answered = sorted(s for o, s in results if o == "answered")
+    failed = [o for o in outcomes if o.startswith("failed")]
+    return {
+        "requests": n,
+        "answered": len(answered),
+        "refused": outcomes.count("refused"),
+        "failed": len(failed),
+        "lost": outcomes.count("lost"),
+        "wall_s": round(wall, 2),
+        "throughput_rps": round(len(answered) / wall, 3),
+        "p50_s": round(statistics.median(answered), 3) if answered else None,
+        "p95_s": round(answered[int(0.95 * (len(answered) - 1))], 3) if answered else None,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--params", default="params.yaml", help="the model and sampling defaults")
+    ap.add_argument("--adapters", default=None, help="adapters folder (default: fresh ones)")
+    ap.add_argument("--requests", type=int, default=200)
+    ap.add_argument("--concurrency", type=int, default=32, help="client threads")
+    ap.add_argument("--max-tokens", type=int, default=8)
+    ap.add_argument("--max-batch", type=int, default=32, help="the batched server's --max-batch")
+    ap.add_argument("--timeout-s", type=float, default=900.0, help="one request's client timeout")
+    ap.add_argument(
+        "--torch-threads",
+        type=int,
+        default=1,
+        help="OMP_NUM_THREADS of the servers (default 1: on a shared 2-core machine torch's own "
+        "default oversubscribes the cores and one 8-token request takes ~8x longer)",
+    )
+    ap.add_argument("--out", default="results/bench/serve.json")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    started = time.time()
+    os.environ["OMP_NUM_THREADS"] = str(args.torch_threads)  # the servers inherit it
+    params = Path(args.params).resolve()
+    with tempfile.TemporaryDirectory() as tmp:
+        adapters = Path(args.adapters) if args.adapters else Path(tmp) / "adapters"
+        if not args.adapters:  # the trained team's shape; untrained weights serve alike
+            make_policy(load_params(params)).save_adapters(adapters)
+        runs = {}
+        for mode, batch in (("batched", args.max_batch), ("one_at_a_time", 1)):
+            server_log = Path(tmp) / f"{mode}.log"
+            flags = ["--max-batch", str(batch), "--max-queue", str(args.requests + 8)]
+            with server_process(params, adapters, flags, server_log, cwd=ROOT) as url:
+                log.info("%s (max batch %d): %d requests", mode, batch, args.requests)
+                runs[mode] = load(
+                    url, args.requests, args.concurrency, args.max_tokens, args.timeout_s
+                )
+            batches = server_log.read_text().count(" request(s) for ")
+            runs[mode]["generate_calls"] = batches - 1  # less the warm-up's
+            log.info("%s: %s", mode, runs[mode])
+    batched, single = runs["batched"], runs["one_at_a_time"]
+    settings = {k: v for k, v in vars(args).items() if k != "out"}
+    files = code_deps.import_closure("orchestry.commands", "orchestry.serve.app")
+    code = [str(code_deps.module_file(m).relative_to(ROOT)) for m in sorted(files)]
+    result = {
+        **batched,
+        "one_at_a_time": single,
+        "batched_over_one_at_a_time": round(
+            batched["throughput_rps"] / single["throughput_rps"], 2
+        ),
+        "settings": settings,
+        "manifest": manifest(
+            ROOT,
+            [*code, "benchmarks/serve_load.py"],
+            {"params_file": str(args.params), **settings},
+            hardware(),
+            started,
+            time.time() - started,
+        ),
+    }
+    io.write_json(Path(args.out), result)
+    log.info("wrote %s: batched/one-at-a-time = %s", args.out, result["batched_over_one_at_a_time"])
+
+
+if __name__ == "__main__":
+    main()
