@@ -1,8 +1,10 @@
 """The manifest a result carries: commit, dirty flag and code hash follow the code that made it."""
 
+import json
 import subprocess
+from pathlib import Path
 
-from orchestry.provenance import code_hash, git_state, manifest
+from orchestry.provenance import BENCH, code_hash, git_state, manifest, write_bench_manifest
 
 
 def git(repo, *args):
@@ -37,3 +39,63 @@ def test_the_manifest_names_the_commit_and_sees_a_code_change(tmp_path, monkeypa
     subprocess.run(["rm", "-rf", str(repo / ".git")], check=True)
     monkeypatch.delenv("ORCHESTRY_COMMIT")
     assert git_state(repo, files) == ("unknown", None)
+
+
+# --- Every result carries its manifest (reports/, results/bench/) --------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_reports_folder_and_bench_record_has_its_manifest():
+    """A folder of reports/ without manifest.json, or a results/bench/ record without its
+    <name>.manifest.json, fails here: `python -m orchestry.recovered` rebuilds old ones from git."""
+    from orchestry.recovered import missing
+
+    assert missing(ROOT) == []
+    for record in (ROOT / BENCH).glob("*.manifest.json"):
+        assert {"commit", "code_sha256"} <= json.loads(record.read_text()).keys(), record
+
+
+def test_a_folder_without_a_manifest_is_named(tmp_path):
+    from orchestry.recovered import missing
+
+    (tmp_path / "reports" / "fine").mkdir(parents=True)
+    (tmp_path / "reports" / "fine" / "manifest.json").write_text("{}")
+    (tmp_path / "reports" / "bare").mkdir()
+    (tmp_path / "results" / "bench").mkdir(parents=True)
+    (tmp_path / "results" / "bench" / "x.json").write_text("{}")
+    assert missing(tmp_path) == [
+        ("reports/bare", "experiment", "bare"),
+        ("results/bench/x.json", "bench", "x"),
+    ]
+
+
+def test_reports_readme_is_generated_from_the_manifests():
+    from orchestry.reports_index import INDEX, index_text
+
+    assert (ROOT / INDEX).read_text() == index_text(ROOT), (
+        f"{INDEX} is stale: run `python -m orchestry.reports_index`"
+    )
+
+
+def test_every_benchmark_writes_its_manifest():
+    """Each benchmark script calls write_bench_manifest after writing its record."""
+    for script in sorted((ROOT / "benchmarks").glob("*.py")):
+        assert "write_bench_manifest(" in script.read_text(), script.name
+
+
+def test_a_benchmark_manifest_names_its_script_and_our_code(tmp_path):
+    from orchestry.code_deps import script_code
+
+    files = script_code(ROOT / "benchmarks" / "multi_gpu.py")
+    assert {"benchmarks/multi_gpu.py", "benchmarks/gpu_step.py", "benchmarks/vs_comlrl.py"} <= set(
+        files
+    )
+    assert "orchestry/stages/train.py" in files and "orchestry/commands.py" not in files
+    record = tmp_path / "multi_gpu.json"
+    record.write_text("{}")
+    path = write_bench_manifest(record, str(ROOT / "benchmarks" / "multi_gpu.py"), ["x"], 0.0)
+    made = json.loads(path.read_text())
+    assert path.name == "multi_gpu.manifest.json" and made["params"] == {"argv": ["x"]}
+    assert made["code_sha256"] == code_hash(ROOT, files) and made["code_files"] == len(files)
+    assert made["hardware"]["cpu_cores"] >= 1
