@@ -67,7 +67,7 @@ def headline(folder: Path) -> str:
     return "; ".join(parts) or "see the folder"
 
 
-def row(folder: Path) -> str:
+def row(folder: Path, root: Path) -> str:
     path = folder / MANIFEST
     if not path.is_file():
         raise FileNotFoundError(
@@ -75,12 +75,19 @@ def row(folder: Path) -> str:
             "(python -m orchestry.recovered writes one from git history)"
         )
     record = json.loads(path.read_text())
-    for key in ("commit", "code_sha256"):
-        if key not in record:
-            raise ValueError(f"{path}: no key {key!r}")
+    if "code_sha256" not in record:
+        raise ValueError(f"{path}: no key 'code_sha256'")
     kind = recovered.kind_of(folder)
-    command = record.get("command") or recovered.experiment_command(folder)
-    date = (record.get("date") or record.get("started") or "?")[:10]
+    if kind == "pipeline":
+        command = recovered.PIPELINE_FOLDERS[folder.name][1]
+    else:
+        command = record.get("command") or recovered.experiment_command(folder)
+    # a pipeline stage's manifest holds no commit: its commit is the git commit holding it
+    commit, date = record.get("commit"), record.get("date") or record.get("started")
+    if not commit or not date:
+        held, committed = recovered.last_change(str(folder.relative_to(root)), root)
+        commit, date = commit or held, date or committed
+    date = date[:10]
     current = record["code_sha256"] is not None and record["code_sha256"] == recovered.today_hash(
         kind, folder.name
     )
@@ -113,7 +120,7 @@ def index_text(root: Path = ROOT) -> str:
         "",
         "| Folder | What | Command | Commit | Date | Headline | State |",
         "|---|---|---|---|---|---|---|",
-        *(row(folder) for folder in folders),
+        *(row(folder, root) for folder in folders),
     ]
     return "\n".join(lines) + "\n"
 
@@ -128,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         wanted = index_text()
-    except (FileNotFoundError, ValueError, json.JSONDecodeError) as err:
+    except (FileNotFoundError, ValueError, RuntimeError, json.JSONDecodeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     target = ROOT / INDEX

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from orchestry.eval.text_tables import (  # noqa: E402
     text_results_markdown,
 )
 from orchestry.params import Params  # noqa: E402
+from orchestry.provenance import MANIFEST, stage_manifest, write_run_record  # noqa: E402
 
 HISTORY = paths.HISTORY
 SEED_RUNS = paths.SEED_RUNS
@@ -323,6 +325,15 @@ def load_table() -> pd.DataFrame:
 
 
 def run(params: Params) -> None:
+    """The figures and tables, then the folder's manifest (code hash and params: the same for the
+    same code and params) and the run's record (machine, date, wall time) in logs/, out of git."""
+    started = time.time()
+    draw(params)
+    io.write_json(FIG_DIR / MANIFEST, stage_manifest("figures", params.model_dump(mode="json")))
+    write_run_record("figures", started, Path.cwd())
+
+
+def draw(params: Params) -> None:
     _style()
     table = load_table()
     if "pass@1" not in table.columns:  # a text environment (story, writing): no tests to pass
