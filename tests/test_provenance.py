@@ -99,3 +99,25 @@ def test_a_benchmark_manifest_names_its_script_and_our_code(tmp_path):
     assert path.name == "multi_gpu.manifest.json" and made["params"] == {"argv": ["x"]}
     assert made["code_sha256"] == code_hash(ROOT, files) and made["code_files"] == len(files)
     assert made["hardware"]["cpu_cores"] >= 1
+
+
+def test_a_stage_manifest_is_the_same_for_the_same_code_and_params(tmp_path):
+    """What a stage commits (code hash, params) repeats byte for byte; what differs between runs
+    (commit at run time, machine, date, wall time) goes to logs/<stage>.run.json, out of git."""
+    from orchestry.code_deps import stage_code
+    from orchestry.provenance import stage_manifest, write_run_record
+
+    first = stage_manifest("figures", {"seed": 0})
+    assert first == stage_manifest("figures", {"seed": 0})
+    assert first["code_sha256"] == code_hash(ROOT, stage_code("figures"))
+    assert not {"commit", "started", "wall_s", "hardware"} & first.keys()
+    path = write_run_record("figures", 0.0, tmp_path)
+    assert path == tmp_path / "logs" / "figures.run.json"
+    run = json.loads(path.read_text())
+    assert (
+        run["started"] == "1970-01-01T00:00:00Z" and run["wall_s"] > 0 and len(run["commit"]) == 40
+    )
+    ignored = subprocess.run(
+        ["git", "check-ignore", "-q", "logs/figures.run.json"], cwd=ROOT, check=False
+    )
+    assert ignored.returncode == 0  # never committed

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import PIPELINE, copy_repo, run_in
 
 from orchestry.eval.metrics import compute_metrics
@@ -77,6 +78,19 @@ def test_dvc_repro_runs_every_stage_and_reports(tiny_pipeline):
             "coop_rate",
             "tokens_per_s",
         }
+
+
+def test_stage_manifests_hold_code_and_params_and_the_run_record_the_rest(tiny_pipeline):
+    """reports/figures/ and reports/orchestrate/ carry the stage's manifest (the same for the same
+    code and params); the run's machine, date and wall time are in logs/, which git ignores."""
+    repo = tiny_pipeline.repo
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    for stage, folder in (("figures", "reports/figures"), ("orchestrate", "reports/orchestrate")):
+        record = json.loads((repo / folder / "manifest.json").read_text())
+        assert record["stage"] == stage and record["params"]["train"] == params["train"]
+        assert "started" not in record and "commit" not in record
+        run = json.loads((repo / "logs" / f"{stage}.run.json").read_text())
+        assert run["wall_s"] > 0 and run["hardware"]["cpu_cores"] >= 1
 
 
 def test_a_second_dvc_repro_runs_nothing(tiny_pipeline):
