@@ -6,8 +6,9 @@ code's import closure *at that commit* (the closure is read with today's rules f
 null where today's rules cannot read that tree), the params from its params.yaml, its config files, the
 hardware and wall time it recorded, marked `"recovered": "from git history"`. Whether a result is
 current (its code hash equals today's) is not stored: reports/README.md says it from today's code.
-`python -m orchestry.recovered` writes the missing ones (never over an existing manifest); no stage
-imports this module.
+`python -m orchestry.recovered` writes the missing ones (never over an existing manifest); with
+`--made-now FOLDER` it writes a pipeline folder's manifest from the working tree instead (the end of
+`make seeds` and `make ablations`). No stage imports this module.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -28,7 +30,14 @@ from typing import Any
 import yaml
 
 from orchestry import code_deps, paths
-from orchestry.provenance import BENCH, MANIFEST, bench_manifest_path, code_hash
+from orchestry.provenance import (
+    BENCH,
+    MANIFEST,
+    bench_manifest_path,
+    code_hash,
+    hardware,
+    manifest,
+)
 
 ROOT = code_deps.ROOT
 RECOVERED = "from git history"
@@ -208,11 +217,37 @@ def write_missing(root: Path = ROOT) -> list[Path]:
     return written
 
 
+def made_now(folder: Path, root: Path = ROOT) -> dict[str, Any]:
+    """The manifest of a pipeline folder just made by the working tree's code (`make seeds`,
+    `make ablations` write theirs so): commit, dirty, code hash, params.yaml, machine, date."""
+    if folder.name not in PIPELINE_FOLDERS:
+        raise ValueError(f"{folder}: not one of {', '.join(PIPELINE_FOLDERS)}")
+    files = producing_code(code_deps, "pipeline", folder.name)
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    record = manifest(root, files, params, hardware(), time.time(), 0.0)
+    record.pop("wall_s")
+    return {**record, "command": PIPELINE_FOLDERS[folder.name][1]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m orchestry.recovered", description=__doc__.splitlines()[0]
     )
-    parser.parse_args(argv)
+    parser.add_argument(
+        "--made-now",
+        type=Path,
+        help="write this pipeline folder's manifest from the working tree instead (reports/seed_runs "
+        "after `make seeds`, reports/ablations after `make ablations`), replacing the old one",
+    )
+    args = parser.parse_args(argv)
+    if args.made_now is not None:
+        try:
+            record = made_now(args.made_now)
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        (ROOT / args.made_now / MANIFEST).write_text(json.dumps(record, indent=2) + "\n")
+        return 0
     try:
         for path in write_missing():
             print(path.relative_to(ROOT))

@@ -121,3 +121,15 @@ def test_a_stage_manifest_is_the_same_for_the_same_code_and_params(tmp_path):
         ["git", "check-ignore", "-q", "logs/figures.run.json"], cwd=ROOT, check=False
     )
     assert ignored.returncode == 0  # never committed
+
+
+def test_make_seeds_writes_its_folder_s_manifest_from_the_working_tree():
+    """`make seeds` and `make ablations` end with `python -m orchestry.recovered --made-now FOLDER`."""
+    from orchestry.recovered import made_now, main, today_hash
+
+    record = made_now(ROOT / "reports" / "seed_runs")
+    assert record["code_sha256"] == today_hash("pipeline", "seed_runs")
+    assert record["command"] == "make seeds" and "recovered" not in record
+    assert record["params"]["seed"] == 0 and len(record["commit"]) == 40
+    assert "--made-now reports/seed_runs" in (ROOT / "Makefile").read_text()
+    assert main(["--made-now", "reports/gpu"]) == 2  # an experiment's folder: the runner's job
