@@ -25,18 +25,36 @@ INDEX = paths.REPORTS / "README.md"
 TEAM = "magrpo"
 
 
+def first_sentence(lines: list[str]) -> str:
+    """The first clause of some prose lines: up to the first full stop or colon outside brackets
+    that a space or the end follows."""
+    text = " ".join(line.strip() for line in lines)
+    depth = 0
+    for i, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and char in ".:" and (i + 1 == len(text) or text[i + 1] == " "):
+            return text[:i]
+    return text
+
+
 def description(folder: Path, record: dict[str, Any]) -> str:
-    """What a folder is: its first config file's first comment line, or what made it."""
+    """What a folder is: the first sentence of its first config file's opening comment (or of its
+    README), or what made it."""
     names = [Path(c).name for c in recovered.configs_in_order(folder)]
     configs = [folder / f"config-{n}" for n in names if (folder / f"config-{n}").is_file()]
     for config in configs:
+        comment = []
         for line in config.read_text().splitlines():
-            text = line.lstrip("# ").strip()
-            if line.startswith("#") and text:
-                return text.rstrip(":")
+            if not line.startswith("#") or line.startswith("#   "):  # a command follows the prose
+                break
+            comment.append(line.lstrip("#"))
+        if any(c.strip() for c in comment):
+            others = [n for n in names if folder / f"config-{n}" != config]
+            over = f" (with {', '.join(others)} over it)" if others else ""
+            return first_sentence(comment) + over
     if (folder / "README.md").is_file():
-        first = (folder / "README.md").read_text().splitlines()[0]
-        return first.lstrip("# ").strip()
+        prose = (folder / "README.md").read_text().split("\n\n")
+        return first_sentence([p for p in prose if p.strip()][0].lstrip("# ").splitlines())
     return f"made by `{record.get('command', 'the pipeline')}`"
 
 
