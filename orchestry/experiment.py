@@ -61,6 +61,9 @@ REPORTED = [
     (paths.ORCHESTRATE_REPORTS, "orchestrate"),
     (paths.ORCHESTRATE_METRICS, "orchestrate_metrics.json"),
     (paths.ORCHESTRATE_HISTORY, "orchestrate_history.csv"),
+    # a report is one run's record: its timings (tokens/s, seconds; out of the pipeline's outputs)
+    # come along, as its hardware and wall time do
+    (paths.TIMINGS, "timings"),
 ]
 
 

@@ -72,6 +72,7 @@ def test_experiment_runs_apart_reports_and_goes_on_where_it_stopped(tiny_repo):
     wall = json.loads((out / "wall_time.json").read_text())
     assert wall["total_s"] > 0 and "train" in wall["stages_s"]
     assert json.loads((out / "hardware.json").read_text())["cpu_cores"] >= 1
+    assert json.loads((out / "timings" / "magrpo.json").read_text())["tokens_per_s"] > 0
     record = json.loads((out / "manifest.json").read_text())
     assert len(record["commit"]) == 40 and record["dirty"] is False and record["wall_s"] > 0
     assert record["params"]["env"]["name"] == "code_review" and len(record["code_sha256"]) == 64
