@@ -62,7 +62,8 @@ def git(*args: str, root: Path = ROOT) -> str:
 def last_change(rel: str, root: Path = ROOT) -> tuple[str, str]:
     """(commit, ISO date) of the last commit that changed `rel` (a file, or any file of a folder):
     the commit whose code made what the folder holds now."""
-    log = git("log", "-1", "--format=%H %aI", "--", rel, root=root)
+    # the folder's own manifest is not what it holds: a commit adding only that is passed over
+    log = git("log", "-1", "--format=%H %aI", "--", rel, f":(exclude){rel}/{MANIFEST}", root=root)
     if not log:
         raise RuntimeError(f"{rel}: git history has no commit holding it (is it committed?)")
     commit, date = log.split(" ", 1)
@@ -98,7 +99,7 @@ def producing_code(rules: ModuleType, kind: str, name: str) -> list[str]:
     by `rules` (a code_deps over some tree); ValueError where that tree lacks what the rules need."""
     root: Path = rules.ROOT
     if kind == "bench":
-        return rules.script_code(root / "benchmarks" / f"{name}.py")
+        return rules.script_code(root / "benchmarks" / f"{bench_script(name)}.py")
     if kind == "pipeline":
         stages = PIPELINE_FOLDERS[name][0]
     else:
@@ -113,12 +114,26 @@ def producing_code(rules: ModuleType, kind: str, name: str) -> list[str]:
     return sorted(files)
 
 
+# Records whose name does not start with their script's (benchmarks/README.md gives the commands).
+BENCH_SCRIPTS = {"policy_cpu": "policy_throughput", "policy_cuda": "policy_throughput"}
+
+
+def bench_script(record: str) -> str:
+    """The benchmark script (a stem under benchmarks/) that writes results/bench/<record>.json: the
+    longest script name the record's name starts with (gpu_step_ahead: gpu_step)."""
+    if record in BENCH_SCRIPTS:
+        return BENCH_SCRIPTS[record]
+    scripts = sorted((p.stem for p in (ROOT / "benchmarks").glob("*.py")), key=len, reverse=True)
+    return next((s for s in scripts if record == s or record.startswith(s + "_")), record)
+
+
 def hash_of(tree: Path, kind: str, name: str) -> tuple[str | None, int | None, str | None]:
     """(code hash, file count, why none) of the producing code in `tree`."""
     try:
         files = producing_code(rules_over(tree), kind, name)
     except (ValueError, FileNotFoundError, SyntaxError) as err:
-        return None, None, f"today's import rules cannot read that commit's code: {err}"
+        why = str(err).replace(str(tree) + "/", "")
+        return None, None, f"today's import rules cannot read that commit's code: {why}"
     return code_hash(tree, files), len(files), None
 
 
@@ -178,7 +193,9 @@ def recover(rel: str, kind: str, name: str, root: Path = ROOT) -> dict[str, Any]
     if why:
         out["code_sha256_missing"] = why
     if kind == "bench":
-        out["command"] = f"python benchmarks/{name}.py (its arguments are in benchmarks/README.md)"
+        out["command"] = (
+            f"python benchmarks/{bench_script(name)}.py (its arguments are in benchmarks/README.md)"
+        )
         return out
     if kind == "pipeline":
         out["command"] = PIPELINE_FOLDERS[name][1]

@@ -133,3 +133,18 @@ def test_make_seeds_writes_its_folder_s_manifest_from_the_working_tree():
     assert record["params"]["seed"] == 0 and len(record["commit"]) == 40
     assert "--made-now reports/seed_runs" in (ROOT / "Makefile").read_text()
     assert main(["--made-now", "reports/gpu"]) == 2  # an experiment's folder: the runner's job
+
+
+def test_a_bench_record_is_traced_to_the_script_that_writes_it():
+    from orchestry.recovered import bench_script
+
+    assert (
+        bench_script("gpu_step_ahead_30b") == "gpu_step"
+        and bench_script("multi_gpu") == "multi_gpu"
+    )
+    assert bench_script("multi_gpu_eval") == "multi_gpu_eval"  # the longest script name wins
+    assert bench_script("policy_cuda") == "policy_throughput"
+    for record in (ROOT / BENCH).glob("*.manifest.json"):
+        command = json.loads(record.read_text()).get("command", "")
+        script = command.split()[1] if command.startswith("python benchmarks/") else None
+        assert script is None or (ROOT / script).is_file(), record
