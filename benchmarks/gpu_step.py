@@ -40,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ from timed_train import job_args, override, run_ours, summarize_ours  # noqa: E4
 
 from orchestry.agents.lora.shapes import random_shape_folder  # noqa: E402
 from orchestry.params import load_params, parse_params  # noqa: E402
+from orchestry.provenance import write_bench_manifest  # noqa: E402
 
 VARIANTS = (
     "ours",
@@ -65,6 +67,8 @@ VARIANTS = (
     "comlrl",
 )
 AHEAD = {"ours_ahead1": 1, "ours_ahead2": 2, "ours_ahead4": 4}
+
+STARTED = time.time()  # the benchmark's wall time runs from here (its manifest)
 
 
 def run_comlrl(job: dict[str, Any]) -> dict[str, Any]:
@@ -230,6 +234,7 @@ def write(report: dict[str, Any], out: Path) -> None:
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
+    write_bench_manifest(out, __file__, sys.argv, STARTED)
     print(
         json.dumps({k: v for k, v in report.items() if k not in ("variants", "settings")}, indent=2)
     )

@@ -47,6 +47,9 @@ from timed_train import WARMUP_STEPS, job_args, override  # noqa: E402
 
 from orchestry.agents.lora.dist import LAUNCHER_KEYS  # noqa: E402
 from orchestry.params import parse_params  # noqa: E402
+from orchestry.provenance import write_bench_manifest  # noqa: E402
+
+STARTED = time.time()  # the benchmark's wall time runs from here (its manifest)
 
 
 def device_name(device: str) -> str:
@@ -246,6 +249,7 @@ def main() -> None:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
+    write_bench_manifest(args.out, __file__, sys.argv, STARTED)
     print(json.dumps({k: report[k] for k in ("devices", "step_seconds", "steps_per_s", "speedup")}))
 
 

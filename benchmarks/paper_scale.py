@@ -21,7 +21,7 @@ of every adapter is checked for finiteness here.
 Writes `device` (the card and its memory), per shape `steps`, `finite_every_step`, `oom`,
 `peak_gpu_mb`, `step_seconds`, `update_seconds`, `generation_tokens_per_s` (medians over the
 steps after the warm-up, `timed_train.WARMUP_STEPS`), the memory plan `auto` chose, and a
-`manifest` (orchestry/provenance.py).
+manifest beside it (`paper_scale.manifest.json`, orchestry/provenance.py).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ import vs_comlrl  # noqa: E402
 from timed_train import WARMUP_STEPS, job_args, run_ours  # noqa: E402
 
 from orchestry.params import load_params, parse_params  # noqa: E402
+from orchestry.provenance import write_bench_manifest  # noqa: E402
 
 SHAPES = {"135m": "smollm2-135m", "1.5b": "qwen2.5-coder-1.5b", "3b": "qwen2.5-coder-3b"}
 """The benchmark's short names of the shapes in `orchestry/agents/lora/shapes.py`."""
@@ -172,7 +173,7 @@ def main() -> None:
     for shape in shapes:
         if shape not in SHAPES:
             raise SystemExit(f"--shapes: unknown {shape!r}; choose from {','.join(SHAPES)}")
-    started, t0 = time.time(), time.perf_counter()
+    started = time.time()
     cache = args.cache_dir or Path(load_params(args.params).model.cache_dir)
     dtype = "bfloat16" if args.device == "cuda" else "float32"
     report: dict[str, Any] = {}
@@ -197,8 +198,6 @@ def main() -> None:
             report[shape] = shape_summary(full[shape])
             print(shape, json.dumps(report[shape]), flush=True)
 
-    from orchestry import code_deps
-
     settings = {
         "shapes": shapes,
         "steps": args.steps,
@@ -214,7 +213,6 @@ def main() -> None:
         "reward_noise": args.reward_noise,
         "plan": job["plan"],
     }
-    code = [*code_deps.stage_code("train"), *BENCHMARK_CODE]
     report = {
         "device": device_name(args.device),
         **report,
@@ -223,18 +221,11 @@ def main() -> None:
             shape: {k: r.get(k) for k in ("step_s", "generation_s", "update_s", "new_tokens")}
             for shape, r in full.items()
         },
-        "manifest": manifest_of(code, job["params"], started, time.perf_counter() - t0),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
+    write_bench_manifest(args.out, __file__, sys.argv, started)
     print_table(report, shapes)
-
-
-def manifest_of(code: list[str], params: dict[str, Any], started: float, wall: float) -> dict:
-    from orchestry.experiment import hardware
-    from orchestry.provenance import manifest
-
-    return manifest(REPO, code, params, hardware(), started, wall)
 
 
 def print_table(report: dict[str, Any], shapes: list[str]) -> None:

@@ -38,6 +38,7 @@ from orchestry.agents.base import GenRequest, SamplingSpec
 from orchestry.agents.lora.base_model import ModelSpec, load_base_model
 from orchestry.agents.lora.team import TeamPolicy
 from orchestry.params import Params
+from orchestry.provenance import write_bench_manifest
 from orchestry.stages.from_params import lora_spec
 
 OURS = ("eager", "graph", "static")
@@ -57,6 +58,8 @@ ROLES = {
     "aux": "You are the helper. Write only a Python function named aux for the main function.",
     "main": "You are the main agent. Write the requested Python function; you may call aux(...).",
 }
+
+STARTED = time.time()  # the benchmark's wall time runs from here (its manifest)
 
 
 LORA = lora_spec(Params())  # the default params' LoRA settings
@@ -369,6 +372,7 @@ def main() -> None:
         report["peak_memory"] = measure_rss(args)
     report["machine"]["load_average_end"] = os.getloadavg()
     args.out.write_text(json.dumps(report, indent=2) + "\n")
+    write_bench_manifest(args.out, __file__, sys.argv, STARTED)
     print_table(report)
 
 

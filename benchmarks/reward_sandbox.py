@@ -42,9 +42,12 @@ from orchestry.envs.code.problems import Problem, load_problem_dir, read_problem
 from orchestry.envs.code.role_checks import UNIT_TEST_SETUP  # noqa: E402
 from orchestry.envs.code.unit_tests import recording_program  # noqa: E402
 from orchestry.params import load_params  # noqa: E402
+from orchestry.provenance import write_bench_manifest  # noqa: E402
 from orchestry.stages.from_params import sandbox_limits  # noqa: E402
 
 PACKAGE = "orchestry/envs/code/sandbox"
+
+STARTED = time.time()  # the benchmark's wall time runs from here (its manifest)
 
 
 def cpu_model() -> str:
@@ -217,6 +220,7 @@ def main() -> None:
         },
     }
     io.write_json(args.out, result)
+    write_bench_manifest(args.out, __file__, sys.argv, STARTED)
     print(json.dumps({k: v for k, v in result.items() if k != "equivalence"}, indent=2))
     eq = result["equivalence"]
     print(

@@ -6,7 +6,7 @@ then `--concurrency` client threads send `--requests` chat requests (agents `aux
 turn, short distinct prompts, `max_tokens` small). A request is answered (200), refused (429, the
 queue full), failed (another HTTP error) or lost (no HTTP answer at all: must be 0). Writes the
 batched run's numbers at the top level of `--out`, the one-at-a-time run under `one_at_a_time`, their
-throughput ratio, and the manifest (commit, dirty, code hash, settings, hardware, date, wall time).
+throughput ratio; its manifest (commit, dirty, code hash, command, hardware, date, wall time) beside it.
 
     python benchmarks/serve_load.py --out results/bench/serve.json
 """
@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import statistics
+import sys
 import tempfile
 import time
 import urllib.error
@@ -26,10 +27,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from orchestry import code_deps, io
-from orchestry.experiment import hardware
+from orchestry import io
 from orchestry.params import load_params
-from orchestry.provenance import manifest
+from orchestry.provenance import write_bench_manifest
 from orchestry.serve.launch import server_process
 from orchestry.stages.from_params import make_policy
 
@@ -135,8 +135,6 @@ def main() -> None:
             log.info("%s: %s", mode, runs[mode])
     batched, single = runs["batched"], runs["one_at_a_time"]
     settings = {k: v for k, v in vars(args).items() if k != "out"}
-    files = code_deps.import_closure("orchestry.commands", "orchestry.serve.app")
-    code = [str(code_deps.module_file(m).relative_to(ROOT)) for m in sorted(files)]
     result = {
         **batched,
         "one_at_a_time": single,
@@ -144,16 +142,9 @@ def main() -> None:
             batched["throughput_rps"] / single["throughput_rps"], 2
         ),
         "settings": settings,
-        "manifest": manifest(
-            ROOT,
-            [*code, "benchmarks/serve_load.py"],
-            {"params_file": str(args.params), **settings},
-            hardware(),
-            started,
-            time.time() - started,
-        ),
     }
     io.write_json(Path(args.out), result)
+    write_bench_manifest(Path(args.out), __file__, sys.argv, started)
     log.info("wrote %s: batched/one-at-a-time = %s", args.out, result["batched_over_one_at_a_time"])
 
 

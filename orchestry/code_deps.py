@@ -103,6 +103,33 @@ def stage_code(stage: str) -> list[str]:
     return sorted(str(f.relative_to(ROOT)) for f in files if f is not None)
 
 
+def script_code(script: Path) -> list[str]:
+    """The source files a script run by path executes (a benchmark): the script, the sibling scripts
+    it imports by bare name (from its own folder), and the import closure of our modules it imports."""
+    scripts: set[Path] = set()
+    modules: set[str] = set()
+    todo = [script.resolve()]
+    while todo:
+        path = todo.pop()
+        if path in scripts:
+            continue
+        scripts.add(path)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            else:
+                continue
+            for name in names:
+                if name.split(".")[0] == PACKAGE and module_file(name):
+                    modules.add(name)
+                elif "." not in name and (path.parent / f"{name}.py").is_file():
+                    todo.append(path.parent / f"{name}.py")
+    files = {module_file(m) for m in import_closure(*modules)} if modules else set()
+    return sorted(str(f.relative_to(ROOT)) for f in files | scripts if f is not None)
+
+
 _STAGE = re.compile(r"^  ([A-Za-z_]\w*):\s*$")
 _CODE_DEP = re.compile(r"^(\s+)- orchestry/\S+\s*$")
 _DEPS = re.compile(r"^(\s+)deps:\s*$")

@@ -13,6 +13,8 @@ To go on on another machine, bring that folder along. `--only` runs some stages 
 methods for frozen teams need no training); the report then holds each method's metrics. The
 opt-in stages of optional/dvc.yaml (orchestrate) run only when `--only` names them. Nothing is
 written to `reports/<name>/` until every stage has run; a bad key in a config exits 2 naming it, before anything runs.
+An existing `reports/<name>/` is another run's record: the runner stops before any stage unless
+`--replace` says to replace it (or `--name` gives a new folder).
 
 This module is not imported by any stage (it runs them), so changing it reruns none.
 """
@@ -21,13 +23,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
-import subprocess
 import sys
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +34,7 @@ import yaml
 from orchestry import code_deps, io, paths
 from orchestry.eval.paired import paired_csv, paired_markdown, paired_rows
 from orchestry.params import Params, ParamsError, parse_params
-from orchestry.provenance import code_hash, git_state, manifest
+from orchestry.provenance import code_hash, git_state, hardware, manifest
 from orchestry.stage_runs import (
     STATE,
     ExperimentFailed,
@@ -63,6 +61,9 @@ REPORTED = [
     (paths.ORCHESTRATE_REPORTS, "orchestrate"),
     (paths.ORCHESTRATE_METRICS, "orchestrate_metrics.json"),
     (paths.ORCHESTRATE_HISTORY, "orchestrate_history.csv"),
+    # a report is one run's record: its timings (tokens/s, seconds; out of the pipeline's outputs)
+    # come along, as its hardware and wall time do
+    (paths.TIMINGS, "timings"),
 ]
 
 
@@ -144,26 +145,6 @@ def prepare_workdir(
 def trained_single(trained: Path | None) -> bool:
     """Whether a finished experiment's work folder holds a trained single agent too."""
     return trained is not None and (trained / paths.SINGLE_ADAPTERS).is_dir()
-
-
-def hardware() -> dict[str, Any]:
-    """The machine the experiment ran on, in words a reader can compare."""
-    info: dict[str, Any] = {
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpu_cores": os.cpu_count(),
-    }
-    for package in ("torch", "transformers", "peft"):
-        try:
-            info[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            info[package] = None
-    gpu = shutil.which("nvidia-smi")
-    if gpu:
-        query = [gpu, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"]
-        found = subprocess.run(query, capture_output=True, text=True, check=False).stdout
-        info["gpus"] = [line.strip() for line in found.splitlines() if line.strip()]
-    return info
 
 
 def methods_table(methods: list[Path]) -> str:
@@ -306,10 +287,17 @@ def main(argv: list[str] | None = None) -> int:
         "train, train_single and the baselines can share the card)",
     )
     parser.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace reports/<name>/ (or --out) when it exists; without it an existing report "
+        "stops the run before any stage, naming the folder",
+    )
+    parser.add_argument(
         "--report-only",
         action="store_true",
-        help="run no stage: make reports/<name>/ again from the work folder (e.g. one brought back "
-        "from a GPU machine); its manifest stays the run's, with the reporting commit beside it",
+        help="run no stage: make reports/<name>/ from the work folder (e.g. one brought back "
+        "from a GPU machine; with --replace over an existing one); its manifest stays the run's, "
+        "with the reporting commit beside it",
     )
     args = parser.parse_args(argv)
     if args.jobs < 1:
@@ -330,6 +318,13 @@ def main(argv: list[str] | None = None) -> int:
         params = resolve(args.configs, ROOT / "params.yaml")
     except ParamsError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    if out.exists() and not args.replace:
+        print(
+            f"error: {out} exists: its manifest records an earlier run; give another --name "
+            "(a new folder) or --replace to replace it",
+            file=sys.stderr,
+        )
         return 2
     started = time.time()
     try:

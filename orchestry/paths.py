@@ -73,6 +73,16 @@ def metrics(method: str) -> Path:
     return method_dir(method) / "metrics.json"
 
 
+# Timings (tokens/s, seconds) differ between two runs of the same code: they are kept out of git and
+# out of the DVC outs, one file per method or stage, beside the stages' logs (gitignored).
+TIMINGS = Path("logs/timings")
+
+
+def timing(name: str) -> Path:
+    """The timing record of a method (its tokens/s and seconds per sample) or a training stage."""
+    return TIMINGS / f"{name}.json"
+
+
 # caches (not outputs: safe to delete)
 CHECKPOINTS = Path("cache/checkpoints")
 ANTHROPIC_CACHE = Path("cache/anthropic")

@@ -11,12 +11,21 @@ hash says whether the code was that commit's.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import platform
+import shutil
 import subprocess
 import time
 from collections.abc import Iterable
+from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+MANIFEST = "manifest.json"  # in every folder of reports/
+RUN_LOGS = Path("logs")  # untracked: each stage run's machine, date, wall time and commit
+BENCH = Path("results/bench")  # the benchmarks' records
+BENCH_SUFFIX = ".manifest.json"  # beside every results/bench/<name>.json: <name>.manifest.json
 
 
 def code_hash(root: Path, files: Iterable[str]) -> str:
@@ -67,3 +76,79 @@ def manifest(
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "wall_s": round(wall_s, 1),
     }
+
+
+def hardware() -> dict[str, Any]:
+    """The machine a result was made on, in words a reader can compare."""
+    info: dict[str, Any] = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_cores": os.cpu_count(),
+    }
+    for package in ("torch", "transformers", "peft"):
+        try:
+            info[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            info[package] = None
+    gpu = shutil.which("nvidia-smi")
+    if gpu:
+        query = [gpu, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"]
+        found = subprocess.run(query, capture_output=True, text=True, check=False).stdout
+        info["gpus"] = [line.strip() for line in found.splitlines() if line.strip()]
+    return info
+
+
+def bench_manifest_path(record: Path) -> Path:
+    """Where a benchmark record's manifest lies: results/bench/x.json -> x.manifest.json."""
+    return record.with_name(record.stem + BENCH_SUFFIX)
+
+
+def write_bench_manifest(record: Path, script: str, argv: list[str], started: float) -> Path:
+    """The manifest beside a benchmark's record: its code (the script, the sibling scripts and our
+    modules it imports), its command line in place of params, the machine, the date and the wall time
+    since `started`. Benchmarks call it after writing `record`."""
+    from orchestry import code_deps  # the import graph, read only here
+
+    files = code_deps.script_code(Path(script))
+    made = manifest(
+        code_deps.ROOT, files, {"argv": argv}, hardware(), started, time.time() - started
+    )
+    path = bench_manifest_path(record)
+    path.write_text(json.dumps(made, indent=2) + "\n")
+    return path
+
+
+def stage_manifest(stage: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A pipeline stage's manifest, the same for the same code and params (DVC and git keep it
+    unchanged when nothing changed): the stage, its code's hash (the import closure) and the params.
+    The commit of a committed result is the git commit holding it (dvc.lock there has its inputs'
+    hashes); the run's machine, date and wall time are in `run_record`'s file, kept out of git."""
+    from orchestry import code_deps  # the import graph
+
+    files = code_deps.stage_code(stage)
+    return {
+        "stage": stage,
+        "code_sha256": code_hash(code_deps.ROOT, files),
+        "code_files": len(files),
+        "params": params,
+    }
+
+
+def write_run_record(stage: str, started: float, root: Path) -> Path:
+    """logs/<stage>.run.json (gitignored): what differs between two runs of the same code and
+    params: the commit and dirty flag at run time, the machine, the date and the wall time."""
+    from orchestry import code_deps
+
+    commit, dirty = git_state(code_deps.ROOT, code_deps.stage_code(stage))
+    record = {
+        "stage": stage,
+        "commit": commit,
+        "dirty": dirty,
+        "hardware": hardware(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "wall_s": round(time.time() - started, 1),
+    }
+    path = root / RUN_LOGS / f"{stage}.run.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    return path

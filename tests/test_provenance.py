@@ -1,8 +1,10 @@
 """The manifest a result carries: commit, dirty flag and code hash follow the code that made it."""
 
+import json
 import subprocess
+from pathlib import Path
 
-from orchestry.provenance import code_hash, git_state, manifest
+from orchestry.provenance import BENCH, code_hash, git_state, manifest, write_bench_manifest
 
 
 def git(repo, *args):
@@ -37,3 +39,112 @@ def test_the_manifest_names_the_commit_and_sees_a_code_change(tmp_path, monkeypa
     subprocess.run(["rm", "-rf", str(repo / ".git")], check=True)
     monkeypatch.delenv("ORCHESTRY_COMMIT")
     assert git_state(repo, files) == ("unknown", None)
+
+
+# --- Every result carries its manifest (reports/, results/bench/) --------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_reports_folder_and_bench_record_has_its_manifest():
+    """A folder of reports/ without manifest.json, or a results/bench/ record without its
+    <name>.manifest.json, fails here: `python -m orchestry.recovered` rebuilds old ones from git."""
+    from orchestry.recovered import missing
+
+    assert missing(ROOT) == []
+    for record in (ROOT / BENCH).glob("*.manifest.json"):
+        assert {"commit", "code_sha256"} <= json.loads(record.read_text()).keys(), record
+
+
+def test_a_folder_without_a_manifest_is_named(tmp_path):
+    from orchestry.recovered import missing
+
+    (tmp_path / "reports" / "fine").mkdir(parents=True)
+    (tmp_path / "reports" / "fine" / "manifest.json").write_text("{}")
+    (tmp_path / "reports" / "bare").mkdir()
+    (tmp_path / "results" / "bench").mkdir(parents=True)
+    (tmp_path / "results" / "bench" / "x.json").write_text("{}")
+    assert missing(tmp_path) == [
+        ("reports/bare", "experiment", "bare"),
+        ("results/bench/x.json", "bench", "x"),
+    ]
+
+
+def test_reports_readme_is_generated_from_the_manifests():
+    from orchestry.reports_index import INDEX, index_text
+
+    assert (ROOT / INDEX).read_text() == index_text(ROOT), (
+        f"{INDEX} is stale: run `python -m orchestry.reports_index`"
+    )
+
+
+def test_every_benchmark_writes_its_manifest():
+    """Each benchmark script calls write_bench_manifest after writing its record."""
+    for script in sorted((ROOT / "benchmarks").glob("*.py")):
+        assert "write_bench_manifest(" in script.read_text(), script.name
+
+
+def test_a_benchmark_manifest_names_its_script_and_our_code(tmp_path):
+    from orchestry.code_deps import script_code
+
+    files = script_code(ROOT / "benchmarks" / "multi_gpu.py")
+    assert {"benchmarks/multi_gpu.py", "benchmarks/gpu_step.py", "benchmarks/vs_comlrl.py"} <= set(
+        files
+    )
+    assert "orchestry/stages/train.py" in files and "orchestry/commands.py" not in files
+    record = tmp_path / "multi_gpu.json"
+    record.write_text("{}")
+    path = write_bench_manifest(record, str(ROOT / "benchmarks" / "multi_gpu.py"), ["x"], 0.0)
+    made = json.loads(path.read_text())
+    assert path.name == "multi_gpu.manifest.json" and made["params"] == {"argv": ["x"]}
+    assert made["code_sha256"] == code_hash(ROOT, files) and made["code_files"] == len(files)
+    assert made["hardware"]["cpu_cores"] >= 1
+
+
+def test_a_stage_manifest_is_the_same_for_the_same_code_and_params(tmp_path):
+    """What a stage commits (code hash, params) repeats byte for byte; what differs between runs
+    (commit at run time, machine, date, wall time) goes to logs/<stage>.run.json, out of git."""
+    from orchestry.code_deps import stage_code
+    from orchestry.provenance import stage_manifest, write_run_record
+
+    first = stage_manifest("figures", {"seed": 0})
+    assert first == stage_manifest("figures", {"seed": 0})
+    assert first["code_sha256"] == code_hash(ROOT, stage_code("figures"))
+    assert not {"commit", "started", "wall_s", "hardware"} & first.keys()
+    path = write_run_record("figures", 0.0, tmp_path)
+    assert path == tmp_path / "logs" / "figures.run.json"
+    run = json.loads(path.read_text())
+    assert (
+        run["started"] == "1970-01-01T00:00:00Z" and run["wall_s"] > 0 and len(run["commit"]) == 40
+    )
+    ignored = subprocess.run(
+        ["git", "check-ignore", "-q", "logs/figures.run.json"], cwd=ROOT, check=False
+    )
+    assert ignored.returncode == 0  # never committed
+
+
+def test_make_seeds_writes_its_folder_s_manifest_from_the_working_tree():
+    """`make seeds` and `make ablations` end with `python -m orchestry.recovered --made-now FOLDER`."""
+    from orchestry.recovered import made_now, main, today_hash
+
+    record = made_now(ROOT / "reports" / "seed_runs")
+    assert record["code_sha256"] == today_hash("pipeline", "seed_runs")
+    assert record["command"] == "make seeds" and "recovered" not in record
+    assert record["params"]["seed"] == 0 and len(record["commit"]) == 40
+    assert "--made-now reports/seed_runs" in (ROOT / "Makefile").read_text()
+    assert main(["--made-now", "reports/gpu"]) == 2  # an experiment's folder: the runner's job
+
+
+def test_a_bench_record_is_traced_to_the_script_that_writes_it():
+    from orchestry.recovered import bench_script
+
+    assert (
+        bench_script("gpu_step_ahead_30b") == "gpu_step"
+        and bench_script("multi_gpu") == "multi_gpu"
+    )
+    assert bench_script("multi_gpu_eval") == "multi_gpu_eval"  # the longest script name wins
+    assert bench_script("policy_cuda") == "policy_throughput"
+    for record in (ROOT / BENCH).glob("*.manifest.json"):
+        command = json.loads(record.read_text()).get("command", "")
+        script = command.split()[1] if command.startswith("python benchmarks/") else None
+        assert script is None or (ROOT / script).is_file(), record

@@ -119,16 +119,21 @@ def compute_metrics(
         out[f"{name}_ci95"] = (
             list(bootstrap_ci(per_problem, resamples, seed)) if per_problem else None
         )
-    return {**out, **_speed(rows)}
+    return {**out, **_tokens(rows)}
 
 
-def _speed(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+def _tokens(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    return {"new_tokens_mean": sum(r["new_tokens"] for r in rows) / len(rows)}
+
+
+def speed(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Generation speed over rows with their `seconds`: a timing, not a result (it differs between
+    two runs of the same code), so it is written to paths.timing(method), out of git."""
     seconds = sum(r["seconds"] for r in rows)
     tokens = sum(r["new_tokens"] for r in rows)
     return {
         "response_seconds_mean": seconds / len(rows),
         "tokens_per_s": tokens / seconds if seconds > 0 else 0.0,
-        "new_tokens_mean": tokens / len(rows),
     }
 
 
@@ -151,4 +156,4 @@ def text_metrics(
         per_problem = problem_rates(by_problem, lambda r, key=key: float(r["reward"][key]))
         out[f"{name}_mean"] = float(np.mean(per_problem))
         out[f"{name}_ci95"] = list(bootstrap_ci(per_problem, resamples, seed))
-    return {**out, **_speed(rows)}
+    return {**out, **_tokens(rows)}

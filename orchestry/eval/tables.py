@@ -46,7 +46,7 @@ def fractions(counts: dict[str, int], labels: list[str]) -> np.ndarray:
 def comparison_csv(table: pd.DataFrame) -> str:
     """One row per method: the headline numbers, each rate with its 95% CI bounds, then the
     paper's normalised columns (eval/normalised.py, in percent)."""
-    out = table[["method", "label", "return_mean", "tokens_per_s", "response_seconds_mean"]].copy()
+    out = table[["method", "label", "return_mean", "new_tokens_mean"]].copy()
     for col in CSV_RATES:
         ci = "pass@1_ci95" if col == "pass@1" else f"{col}_ci95"
         out[col] = table[col]
@@ -101,8 +101,6 @@ def results_markdown(
         "Test pass rate",
         "Coop. rate",
         *PAPER_LABELS.values(),
-        "Tokens/s",
-        "s/sample",
         "Tokens/answer",
     ]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -120,8 +118,6 @@ def results_markdown(
             f"{r['test_pass_rate']:.3f}",
             f"{r['coop_rate']:.3f}",
             *(f"{r[col]:.1f}" for col in PAPER_COLUMNS),
-            f"{r['tokens_per_s']:.1f}",
-            f"{r['response_seconds_mean']:.2f}",
             f"{r['new_tokens_mean']:.0f}",
         ]
         lines.append("| " + " | ".join(cells) + " |")

@@ -20,7 +20,7 @@ def _columns(parts: list[str]) -> list[str]:
 
 def text_comparison_csv(table: pd.DataFrame, parts: list[str]) -> str:
     """One row per method: the mean return and each part's mean, each with its 95% CI bounds."""
-    out = table[["method", "label", "tokens_per_s", "response_seconds_mean"]].copy()
+    out = table[["method", "label", "new_tokens_mean"]].copy()
     for key in _columns(parts):
         out[f"{key}_mean"] = table[f"{key}_mean"]
         out[f"{key}_ci_low"] = table[f"{key}_ci95"].map(lambda c: c[0])
@@ -40,21 +40,16 @@ def text_results_markdown(
         "",
         "## Methods on the test split (mean [95% bootstrap CI over tasks])",
         "",
-        "| Method | "
-        + " | ".join(k.capitalize() for k in keys)
-        + " | Tokens/s | s/sample | Tokens/answer |",
-        "|" + "---|" * (len(keys) + 4),
+        "| Method | " + " | ".join(k.capitalize() for k in keys) + " | Tokens/answer |",
+        "|" + "---|" * (len(keys) + 2),
     ]
     for _, r in table.iterrows():
         cells = [
             f"{r[f'{k}_mean']:.3f} [{r[f'{k}_ci95'][0]:.3f}, {r[f'{k}_ci95'][1]:.3f}]" for k in keys
         ]
-        speed = [
-            f"{r['tokens_per_s']:.1f}",
-            f"{r['response_seconds_mean']:.2f}",
-            f"{r['new_tokens_mean']:.0f}",
-        ]
-        lines.append(f"| {r['label']} | " + " | ".join(cells + speed) + " |")
+        lines.append(
+            f"| {r['label']} | " + " | ".join([*cells, f"{r['new_tokens_mean']:.0f}"]) + " |"
+        )
     lines += ["", *searched_note(table)]
     lines += ["", "## Training", ""]
     lines += [

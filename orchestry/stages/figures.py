@@ -2,7 +2,8 @@
 
 Figures: training curves (return and each reward level vs step, smoothed, with a band across seeds when
 several runs exist), baseline comparison (pass@1 and return with 95% CIs), scheme distribution per
-method, scheme evolution over training, and speed (tokens/s, response time). `reports/results.md` holds
+method, scheme evolution over training; speed (tokens/s, response time) beside the timing records in
+logs/timings/, out of git (a timing differs between two runs of the same code). `reports/results.md` holds
 the methods x metrics tables (with the paper's normalised columns) and the paired differences of the
 team against each method, also in `reports/paired.csv`.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,8 @@ from orchestry.eval.text_tables import (  # noqa: E402
     text_results_markdown,
 )
 from orchestry.params import Params  # noqa: E402
+from orchestry.provenance import MANIFEST, stage_manifest, write_run_record  # noqa: E402
+from orchestry.stages.timings import plot_speed  # noqa: E402
 
 HISTORY = paths.HISTORY
 SEED_RUNS = paths.SEED_RUNS
@@ -182,26 +186,6 @@ def plot_comparison(table: pd.DataFrame) -> None:
     _save(fig, "baseline_comparison")
 
 
-def plot_speed(table: pd.DataFrame) -> None:
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    colors = sns.color_palette("colorblind", len(table))
-    for ax, (col, label) in zip(
-        axes,
-        [
-            ("tokens_per_s", "Generated tokens / s"),
-            ("response_seconds_mean", "Response time per sample (s)"),
-        ],
-        strict=True,
-    ):
-        ax.bar(table["label"], table[col], color=colors, edgecolor="black")
-        ax.set_ylabel(label)
-        ax.set_xlabel("Method")
-        ax.tick_params(axis="x", rotation=20)
-    fig.suptitle("Generation speed (same machine, batched generation)", y=1.02)
-    fig.tight_layout()
-    _save(fig, "speed")
-
-
 def plot_cost(table: pd.DataFrame) -> None:
     """Return against cost: the mean tokens generated for one answer (a search counts all of its
     candidates), one point per method with its 95% CI."""
@@ -323,6 +307,15 @@ def load_table() -> pd.DataFrame:
 
 
 def run(params: Params) -> None:
+    """The figures and tables, then the folder's manifest (code hash and params: the same for the
+    same code and params) and the run's record (machine, date, wall time) in logs/, out of git."""
+    started = time.time()
+    draw(params)
+    io.write_json(FIG_DIR / MANIFEST, stage_manifest("figures", params.model_dump(mode="json")))
+    write_run_record("figures", started, Path.cwd())
+
+
+def draw(params: Params) -> None:
     _style()
     table = load_table()
     if "pass@1" not in table.columns:  # a text environment (story, writing): no tests to pass
@@ -333,7 +326,7 @@ def run(params: Params) -> None:
     runs = training_runs()
     plot_training(list(runs.values()), params.figures.smoothing)
     plot_comparison(table)
-    plot_speed(table)
+    plot_speed(table["method"], table["label"])
     plot_cost(table)
     plot_schemes(summary)
     plot_roles_training(runs["this run"], params.figures.smoothing)
@@ -387,7 +380,7 @@ def run_text(params: Params, table: pd.DataFrame) -> None:
     fig.suptitle("Test split: methods (error bars: 95% bootstrap CIs over tasks)", y=1.02)
     fig.tight_layout()
     _save(fig, "baseline_comparison")
-    plot_speed(table)
+    plot_speed(table["method"], table["label"])
     plot_cost(table)
     train = json.loads(paths.TRAIN_METRICS.read_text())
     io.write_text(COMPARISON_CSV, text_comparison_csv(table, parts))

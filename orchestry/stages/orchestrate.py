@@ -20,6 +20,7 @@ import json
 import logging
 import random
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,7 @@ from orchestry.algos.orchestrator import (  # noqa: E402
 )
 from orchestry.eval.orchestration import results_table, summarize, verdict  # noqa: E402
 from orchestry.params import Params  # noqa: E402
+from orchestry.provenance import MANIFEST, stage_manifest, write_run_record  # noqa: E402
 from orchestry.stages.from_params import (  # noqa: E402
     make_env,
     make_policy,
@@ -184,6 +186,7 @@ def episode_rows(
 
 
 def run(params: Params) -> None:
+    started = time.time()
     o, e = params.orchestrate, params.evaluate
     train_tasks, test_tasks = read_tasks(params, "train"), read_tasks(params, "test")
     if not train_tasks or not test_tasks:
@@ -242,12 +245,18 @@ def run(params: Params) -> None:
             }
         )
     metrics = {"pool": members, "fixed_orders": orders, "by_cost_weight": blocks}
-    write_outputs(metrics, [*learned, *(r for rows in fixed.values() for r in rows)], history)
+    record = stage_manifest("orchestrate", params.model_dump(mode="json"))
+    episodes = [*learned, *(r for rows in fixed.values() for r in rows)]
+    write_outputs(metrics, episodes, history, record)
     shutil.rmtree(ckpt_dir, ignore_errors=True)
+    write_run_record("orchestrate", started, Path.cwd())
 
 
-def write_outputs(metrics: dict, rows: list[dict], history: list[dict[str, float]]) -> None:
-    """Every output into a temporary folder first, then moved into place."""
+def write_outputs(
+    metrics: dict, rows: list[dict], history: list[dict[str, float]], record: dict[str, Any]
+) -> None:
+    """Every output into a temporary folder first, then moved into place; `record` is the
+    manifest of reports/orchestrate/."""
     work, reports = paths.ORCHESTRATE / ".partial", paths.ORCHESTRATE_REPORTS / ".partial"
     for d in (work, reports):
         shutil.rmtree(d, ignore_errors=True)
@@ -261,9 +270,10 @@ def write_outputs(metrics: dict, rows: list[dict], history: list[dict[str, float
     io.write_text(reports / "results.md", results_table(metrics))
     plot_cost_accuracy(metrics, reports / "cost_accuracy.png")
     plot_transitions(metrics, reports / "transitions.png")
+    io.write_json(reports / MANIFEST, record)
     for name in ("metrics.json", "episodes.jsonl", "history.csv"):
         (work / name).replace(paths.ORCHESTRATE / name)
-    for name in ("results.md", "cost_accuracy.png", "transitions.png"):
+    for name in ("results.md", "cost_accuracy.png", "transitions.png", MANIFEST):
         (reports / name).replace(paths.ORCHESTRATE_REPORTS / name)
     shutil.rmtree(work)
     shutil.rmtree(reports)

@@ -58,6 +58,7 @@ from orchestry.stages.from_params import (
 )
 from orchestry.stages.launch import launched_ranks
 from orchestry.stages.progress import progress_bar
+from orchestry.stages.timings import timing_record, untimed
 
 log = logging.getLogger("orchestry.stages.train")
 
@@ -310,7 +311,7 @@ def summarize(history: list[dict[str, float]]) -> dict[str, Any]:
         coop = quarter_means([h["coop_rate"] for h in history])
         out["pass_rate_last_quarter"] = quarter_means([h["pass_rate"] for h in history])[1]
         out["coop_rate_first_quarter"], out["coop_rate_last_quarter"] = coop
-    return {**out, "tokens_per_s": float(np.mean([h["tokens_per_s"] for h in history]))}
+    return out
 
 
 def training_plan(params: Params) -> tuple[list[Any], list[list[str]]]:
@@ -386,9 +387,10 @@ def write_outputs(
 ) -> None:
     """The stage's outputs from the finished run, moved into place; the checkpoints go."""
     policy.save_adapters(work / "adapters")
-    write_dvclive(history, work / "live")
+    write_dvclive(untimed(history), work / "live")  # timings apart: stages/timings.py
     io.write_json(work / "metrics.json", summarize(history))
-    write_history_csv(history, work / "history.csv")
+    write_history_csv(untimed(history), work / "history.csv")
+    io.write_json(paths.timing("train"), timing_record(history))
     for name, final in ((work / "adapters", paths.ADAPTERS), (work / "live", paths.TRAIN_LIVE)):
         io.replace_dir(name, final)
     (work / "rollouts.jsonl").replace(paths.ROLLOUTS)

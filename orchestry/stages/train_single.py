@@ -24,6 +24,7 @@ from orchestry.agents.lora.team import TeamPolicy
 from orchestry.params import Params
 from orchestry.stages.from_params import make_policy, make_solo_env, single_agent_params
 from orchestry.stages.launch import launched_ranks
+from orchestry.stages.timings import timing_record, untimed
 from orchestry.stages.train import (
     run_hash,
     summarize,
@@ -75,7 +76,8 @@ def write_outputs(
     only for resuming) and the checkpoints go."""
     policy.save_adapters(work / "adapters")
     io.write_json(work / "metrics.json", summarize(history))
-    write_history_csv(history, work / "history.csv")
+    write_history_csv(untimed(history), work / "history.csv")
+    io.write_json(paths.timing("train_single"), timing_record(history))
     io.replace_dir(work / "adapters", paths.SINGLE_ADAPTERS)
     (work / "metrics.json").replace(paths.SINGLE_METRICS)
     (work / "history.csv").replace(paths.SINGLE_HISTORY)

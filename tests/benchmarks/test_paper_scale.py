@@ -50,5 +50,5 @@ def test_tiny_cpu_run_writes_every_key(tmp_path: Path) -> None:
         assert shape[key] > 0
     assert report["settings"]["reward_noise"] > 0  # flagged: a random model trains on noise
     assert {"commit", "dirty", "code_sha256", "params", "hardware", "wall_s"} <= set(
-        report["manifest"]
+        json.loads((tmp_path / "paper_scale.manifest.json").read_text())
     )

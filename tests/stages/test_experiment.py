@@ -72,6 +72,7 @@ def test_experiment_runs_apart_reports_and_goes_on_where_it_stopped(tiny_repo):
     wall = json.loads((out / "wall_time.json").read_text())
     assert wall["total_s"] > 0 and "train" in wall["stages_s"]
     assert json.loads((out / "hardware.json").read_text())["cpu_cores"] >= 1
+    assert json.loads((out / "timings" / "magrpo.json").read_text())["tokens_per_s"] > 0
     record = json.loads((out / "manifest.json").read_text())
     assert len(record["commit"]) == 40 and record["dirty"] is False and record["wall_s"] > 0
     assert record["params"]["env"]["name"] == "code_review" and len(record["code_sha256"]) == 64
@@ -82,10 +83,10 @@ def test_experiment_runs_apart_reports_and_goes_on_where_it_stopped(tiny_repo):
     # a second run finds every stage done; with the figures stage's stamp gone, only figures runs
     assert (
         "train: done before, skipped"
-        in run_in(repo, "python", "-m", "orchestry.experiment", "exp.yaml").stderr
+        in run_in(repo, "python", "-m", "orchestry.experiment", "exp.yaml", "--replace").stderr
     )
     (repo / "build" / "experiments" / "exp" / ".experiment" / "figures.done").unlink()
-    again = run_in(repo, "python", "-m", "orchestry.experiment", "exp.yaml").stderr
+    again = run_in(repo, "python", "-m", "orchestry.experiment", "exp.yaml", "--replace").stderr
     assert "evaluate: done before, skipped" in again and "figures: python -m orchestry" in again
     assert run.returncode == 0
 
@@ -142,6 +143,23 @@ def test_only_names_stages_of_dvc_yaml(tmp_path, capsys):
     assert not (ROOT / "build/experiments/never").exists()
 
 
+def test_an_existing_report_is_kept_unless_replace_says_so(tmp_path, capsys):
+    """A second run under a name already reported stops before any stage, naming the folder and
+    the flag; the earlier report is left as it was."""
+    from orchestry.experiment import main
+
+    config = tmp_path / "x.yaml"
+    config.write_text("seed: 0\n")
+    out = tmp_path / "reports" / "earlier"
+    out.mkdir(parents=True)
+    (out / "manifest.json").write_text("{}")
+    assert main([str(config), "--name", "never", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{out} exists" in err and "--replace" in err
+    assert (out / "manifest.json").read_text() == "{}"
+    assert not (ROOT / "build/experiments/never").exists()
+
+
 def test_a_report_without_results_md_gets_a_methods_table(tmp_path):
     from orchestry.experiment import methods_table
 
@@ -193,6 +211,47 @@ def test_a_stage_whose_code_changed_runs_again_and_so_do_the_later_ones(tmp_path
     code["b"] = "2"
     run_stages(work, "origin", lambda message: None)
     assert journal.read_text().split() == ["a", "b", "c", "b", "c"]
+
+
+def test_an_edit_to_a_stage_s_real_code_reruns_it_and_one_outside_every_closure_does_not(
+    tmp_path, monkeypatch
+):
+    """The stamps hash each stage's real import closure: in a copy of the package, editing
+    stages/smoke.py reruns smoke and the stages after it, not prepare; editing commands.py (no
+    stage's code) reruns nothing. The stage commands are cheap stand-ins; the code hashes are real."""
+    import shutil
+
+    import orchestry.code_deps as code_deps
+    import orchestry.stage_runs as runs
+
+    copy = tmp_path / "copy"
+    shutil.copytree(ROOT / "orchestry", copy / "orchestry", ignore=shutil.ignore_patterns("*.pyc"))
+    monkeypatch.setattr(code_deps, "ROOT", copy)
+    monkeypatch.setattr(runs, "ROOT", copy)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "params.yaml").write_text("seed: 0\n")
+    journal = tmp_path / "journal.txt"
+    script = f"import sys; open({str(journal)!r}, 'a').write(sys.argv[-1] + '\\n')"
+    order = ["prepare", "smoke", "figures"]
+    monkeypatch.setattr(runs, "pipeline_commands", lambda: [(n, n) for n in order])
+    monkeypatch.setattr(runs, "stage_commands", lambda path: [])
+    monkeypatch.setattr(runs, "stage_needs", lambda: {n: set() for n in order})
+    monkeypatch.setattr(runs, "with_params", lambda cmd, _: [sys.executable, "-c", script, cmd])
+
+    def run() -> list[str]:
+        before = journal.read_text().split() if journal.exists() else []
+        run_stages(work, "origin", lambda message: None)
+        return journal.read_text().split()[len(before) :]
+
+    assert run() == order
+    assert run() == []  # nothing changed
+    commands = copy / "orchestry" / "commands.py"
+    commands.write_text(commands.read_text() + "\n# an edit outside every stage's closure\n")
+    assert run() == []
+    smoke = copy / "orchestry" / "stages" / "smoke.py"
+    smoke.write_text(smoke.read_text() + "\n# an edit to smoke's code\n")
+    assert run() == ["smoke", "figures"]
 
 
 def test_parallel_stages_start_only_after_what_they_read(tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ rule orchestrate:
         "reports/orchestrate/results.md",
         "reports/orchestrate/cost_accuracy.png",
         "reports/orchestrate/transitions.png",
+        "reports/orchestrate/manifest.json",
     params:
         seed=config["seed"],
         model=config["model"],

@@ -1,7 +1,6 @@
 FIGURES = [
     "training_curves",
     "baseline_comparison",
-    "speed",
     "method_cost",
     "scheme_distribution",
     "scheme_evolution",

@@ -32,12 +32,25 @@ def write_adapters(directory: Path, bases: Iterable[LoadedBase], meta: Mapping[s
     for base in bases:
         # peft writes every adapter not named "default" to <dir>/<adapter name>/.
         base.model.save_pretrained(str(tmp), selected_adapters=base.adapters)
+    steady_adapter_configs(tmp)
     (tmp / POLICY_FILE).write_text(json.dumps(meta, indent=2) + "\n")
     old = directory.parent / f".{directory.name}.old-{os.getpid()}"
     if directory.exists():
         directory.rename(old)
     tmp.rename(directory)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def steady_adapter_configs(directory: Path) -> None:
+    """Sort `target_modules` in every adapter_config.json under `directory`: peft keeps them in a
+    set, so its file lists them in an order that changes from one Python process to the next (string
+    hashing is salted), and the same training would write another adapters folder (another hash in
+    dvc.lock)."""
+    for path in sorted(directory.glob("**/adapter_config.json")):
+        config = json.loads(path.read_text())
+        if isinstance(config.get("target_modules"), list):
+            config["target_modules"] = sorted(config["target_modules"])
+            path.write_text(json.dumps(config, indent=2, sort_keys=True))
 
 
 def read_policy_file(directory: Path) -> dict[str, Any]:
