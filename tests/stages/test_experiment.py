@@ -90,20 +90,24 @@ def test_experiment_runs_apart_reports_and_goes_on_where_it_stopped(tiny_repo):
     assert "evaluate: done before, skipped" in again and "figures: python -m orchestry" in again
     assert run.returncode == 0
 
-    # the trained team on problems from outside the repository: no smoke, no train
+    # the trained team on problems from outside the repository: no smoke, no train (and, to keep
+    # the test short, only the team's evaluation: `--only` reports it in methods.md)
     outside = repo.parent / "outside"
     outside.mkdir()
     for name in ("area_gap", "greet"):
         (outside / f"{name}.yaml").write_text((ROOT / "data" / "coop" / f"{name}.yaml").read_text())
     (repo / "unseen.yaml").write_text("prepare: {sets: {coop: {n_train: 0, n_test: 2}}}\n")
     argv = ["exp.yaml", "unseen.yaml", "--name", "unseen", "--problems", str(outside)]
-    unseen = run_in(
-        repo, "python", "-m", "orchestry.experiment", *argv, "--trained", "build/experiments/exp"
-    )
+    argv += ["--trained", "build/experiments/exp", "--only", "prepare,evaluate"]
+    unseen = run_in(repo, "python", "-m", "orchestry.experiment", *argv)
     assert "train: skipped (--trained)" in unseen.stderr
+    assert "train_single: skipped (--trained)" in unseen.stderr
     split = json.loads((repo / "reports" / "unseen" / "split.json").read_text())
     assert split["sets"]["coop"] == {"available": 2, "train": 0, "test": 2}
-    assert (repo / "reports" / "unseen" / "comparison.csv").is_file()
+    assert "magrpo" in (repo / "reports" / "unseen" / "methods.md").read_text()
+    evaluated = repo / "build/experiments/unseen/results/evaluate/generations.jsonl"
+    ids = {json.loads(x)["problem_id"] for x in evaluated.read_text().splitlines()}
+    assert {i.rsplit("/", 1)[-1] for i in ids} == {"area_gap", "greet"}
 
 
 def test_a_bad_key_exits_2_naming_it_and_runs_nothing(tiny_repo):
