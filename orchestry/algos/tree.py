@@ -56,6 +56,11 @@ class Sample:
     token_ids: list[int]
     action: str
     credit: float | None = None  # reward next to reference partners (per-agent credit)
+    continuations: tuple[tuple[list[int], list[int]], ...] = ()
+    """With tools on: each later segment's (prompt ids, token ids), the prompt holding the tool's
+    result (`joint/tool_turn.py`); the update trains on every segment with the sample's advantage."""
+    tools: tuple[dict[str, str], ...] = ()
+    """The tool calls of the turn: name, argument, result (the episode record)."""
 
 
 @dataclass
@@ -76,6 +81,12 @@ class JointNode:
 
     def actions(self) -> dict[str, str]:
         return {a: s.action for a, s in self.samples.items()}
+
+    def tool_record(self) -> dict[str, Any]:
+        """`{"tools": each agent's calls}` when an agent called a tool, else {} (so runs without
+        tools write the rows they always did)."""
+        calls = {a: list(s.tools) for a, s in self.samples.items()}
+        return {"tools": calls} if any(calls.values()) else {}
 
 
 @dataclass
@@ -263,6 +274,10 @@ def _sample(f: _Frontier, answer: Answer) -> Sample:
         gen.prompt_ids,
         gen.token_ids[answer.k],
         answer.action,
+        continuations=tuple(
+            (s.generation.prompt_ids, s.generation.token_ids[s.k]) for s in answer.steps
+        ),
+        tools=tuple(answer.tool_record()),
     )
 
 

@@ -108,7 +108,16 @@ def team(
             code = {a: x.action for a, x in joint[leaf].items()}
             tokens = sum(_tokens(x.generation)[x.k] for x in joint[leaf].values())
             items.append((t, i, code, code, share, tokens))
-    return score_rows(env, method, items)
+    rows = score_rows(env, method, items)
+    # with tools on, each agent's calls and results (rows without calls keep their keys)
+    calls = [
+        {a: x.tool_record() for a, x in joint[leaf].items()}
+        for joint in turn.joint
+        for leaf in leaves
+    ]
+    return [
+        {**row, "tools": c} if any(c.values()) else row for row, c in zip(rows, calls, strict=True)
+    ]
 
 
 def single(
