@@ -59,8 +59,8 @@ class Sample:
     continuations: tuple[tuple[list[int], list[int]], ...] = ()
     """With tools on: each later segment's (prompt ids, token ids), the prompt holding the tool's
     result (`joint/tool_turn.py`); the update trains on every segment with the sample's advantage."""
-    tools: tuple[dict[str, str], ...] = ()
-    """The tool calls of the turn: name, argument, result (the episode record)."""
+    tools: tuple[dict[str, str], ...] | None = None
+    """The tool calls of the turn: name, argument, result (the episode record); None: tools off."""
 
 
 @dataclass
@@ -83,10 +83,11 @@ class JointNode:
         return {a: s.action for a, s in self.samples.items()}
 
     def tool_record(self) -> dict[str, Any]:
-        """`{"tools": each agent's calls}` when an agent called a tool, else {} (so runs without
-        tools write the rows they always did)."""
-        calls = {a: list(s.tools) for a, s in self.samples.items()}
-        return {"tools": calls} if any(calls.values()) else {}
+        """`{"tools": each agent's calls}` with tools on, else {} (so runs without tools write
+        the rows they always did)."""
+        if all(s.tools is None for s in self.samples.values()):
+            return {}
+        return {"tools": {a: list(s.tools or ()) for a, s in self.samples.items()}}
 
 
 @dataclass
@@ -275,9 +276,9 @@ def _sample(f: _Frontier, answer: Answer) -> Sample:
         gen.token_ids[answer.k],
         answer.action,
         continuations=tuple(
-            (s.generation.prompt_ids, s.generation.token_ids[s.k]) for s in answer.steps
+            (s.generation.prompt_ids, s.generation.token_ids[s.k]) for s in answer.steps or ()
         ),
-        tools=tuple(answer.tool_record()),
+        tools=None if answer.steps is None else tuple(answer.tool_record() or ()),
     )
 
 

@@ -76,12 +76,14 @@ class Answer:
     """The generation it came in (prompt ids, token ids, token counts)."""
     k: int
     """Its place among `generation.texts`."""
-    steps: tuple[ToolStep, ...] = ()
+    steps: tuple[ToolStep, ...] | None = None
     """Its tool calls, each with the continuation generated after the result (`tool_turn.py`):
-    `generation`/`k` is the first segment, `text` the final answer."""
+    `generation`/`k` is the first segment, `text` the final answer. None: tools are off."""
 
-    def tool_record(self) -> list[dict[str, str]]:
-        """The calls and results, as the episode record keeps them."""
+    def tool_record(self) -> list[dict[str, str]] | None:
+        """The calls and results, as the episode record keeps them (None: tools are off)."""
+        if self.steps is None:
+            return None
         return [{"name": s.name, "argument": s.argument, "result": s.result} for s in self.steps]
 
 
@@ -159,8 +161,8 @@ def answer_turn(gen: Generator, env: Env, asks: Sequence[Ask], sampling: Samplin
         for r, ((i, prefix, a, needed), g) in enumerate(zip(owners, gens, strict=True)):
             task = asks[i].task
             finals = [c.final for c in chains[r]] if chains is not None else g.texts
-            steps = (
-                [tuple(c.steps) for c in chains[r]] if chains is not None else [()] * len(finals)
+            steps: list[tuple[ToolStep, ...] | None] = (
+                [tuple(c.steps) for c in chains[r]] if chains is not None else [None] * len(finals)
             )
             mine = [
                 Answer(a, idx, text, env.act(task, a, text), g, k, steps[k])

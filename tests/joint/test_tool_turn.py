@@ -60,7 +60,7 @@ def test_a_call_is_run_and_the_answer_continues_after_its_result():
     assert continued.messages[-2] == {"role": "assistant", "content": aux_first}
     assert continued.messages[-1] == {"role": "user", "content": aux.steps[0].result}
     assert aux.text == f"```python\n{AUX}```\nChecked."  # outside the calls
-    assert "def aux" in aux.action and turn.answers[0]["main"][0].steps == ()
+    assert "def aux" in aux.action and turn.answers[0]["main"][0].steps == ()  # tools on, no call
     assert aux.tool_record() == [
         {"name": "python", "argument": 'print(aux("graphics"))', "result": aux.steps[0].result}
     ]
@@ -92,7 +92,7 @@ def test_every_segment_is_an_update_row_with_the_samples_advantage():
     assert first.continuations[0] == ([4], [3, 0])  # the continuation's own prompt and tokens
     assert second.continuations == () and first.tools[0]["name"] == "calculator"
     assert ro.nodes[0].tool_record() == {"tools": {"aux": list(first.tools), "main": []}}
-    assert ro.nodes[1].tool_record() == {}  # rows without calls keep their keys
+    assert ro.nodes[1].tool_record() == {"tools": {"aux": [], "main": []}}  # tools on, no call
     rows = sample_advantages(ro.groups, AdvantageSettings("mean", False, 0.0))["aux"]
     assert [r[:2] for r in rows] == [
         (first.prompt_ids, first.token_ids),
