@@ -51,11 +51,8 @@ class ToolChain:
 
     @property
     def final(self) -> str:
+        """The answer: the agent's text outside its calls."""
         return final_answer(self.texts)
-
-    def record(self) -> list[dict[str, str]]:
-        """The calls as the episode record keeps them."""
-        return [{"name": s.name, "argument": s.argument, "result": s.result} for s in self.steps]
 
 
 def tool_sampling(sampling: SamplingSpec, tool_use: ToolUse | None) -> SamplingSpec:
@@ -91,7 +88,7 @@ def run_tools(
     for _ in range(tool_use.budget.max_calls):
         owners: list[int] = []
         asked: list[GenRequest] = []
-        pending: list[ToolChain] = []
+        pending: list[tuple[ToolChain, str, str, str]] = []  # chain, tool, argument, result shown
         for r, (request, mine) in enumerate(zip(requests, chains, strict=True)):
             for chain in mine:
                 call = parse_call(chain.texts[-1])
@@ -107,10 +104,9 @@ def run_tools(
                     {"role": "assistant", "content": chain.texts[-1]},
                     {"role": "user", "content": shown},
                 ]
-                chain.steps.append(ToolStep(call.name, call.argument, shown, _EMPTY, 0))
                 owners.append(r)
                 asked.append(GenRequest(request.agent, list(chain.messages), 1))
-                pending.append(chain)
+                pending.append((chain, call.name, call.argument, shown))
         if not asked:
             break
         start = time.perf_counter()
@@ -119,11 +115,7 @@ def run_tools(
         if len(more) != len(asked):
             raise ValueError(f"generate: {len(asked)} continuations gave {len(more)} generations")
         calls.append((owners, asked, more, seconds))
-        for chain, g in zip(pending, more, strict=True):
+        for (chain, name, argument, shown), g in zip(pending, more, strict=True):
             chain.texts.append(cut_at_close(g.texts[0]))
-            chain.steps[-1] = replace(chain.steps[-1], generation=g)
+            chain.steps.append(ToolStep(name, argument, shown, g, 0))
     return chains, calls
-
-
-_EMPTY = Generation(agent="", texts=[], token_ids=[], prompt_ids=[], seconds=0.0, new_tokens=0)
-"""A step's generation before its continuation is generated."""

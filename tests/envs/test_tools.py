@@ -168,3 +168,31 @@ def test_python_runs_after_the_draft():
     call = parse_call('<tool name="python">print(twice(4))</tool>')
     assert call is not None
     assert use.call(_problem_with_examples(), "def twice(x):\n    return 2 * x\n", call) == "8"
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"name": "story", "tools": {"enabled": True}}, "env.tools.enabled needs env.name code"),
+        (
+            {"tools": {"names": ["python", "search"]}},
+            r"env.tools.names: .*unknown tools \['search'\]",
+        ),
+        ({"tools": {"max_calls": 0}}, "env.tools.max_calls"),
+        ({"tools": {"enable": True}}, "unknown key 'env.tools.enable'"),
+    ],
+)
+def test_bad_tool_params_name_the_key(env, message):
+    from orchestry.params import parse_params
+
+    with pytest.raises(ValueError, match=message):
+        parse_params({"env": env})
+
+
+def test_tools_are_off_by_default():
+    from orchestry.params import parse_params
+    from orchestry.stages.from_params import make_env
+
+    env = make_env(parse_params({}))
+    assert env.tool_use is None
+    assert "<tool" not in env.observe(load_problem_dir(ROOT / "data/coop")[0], "aux")[-1]["content"]
