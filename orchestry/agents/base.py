@@ -28,6 +28,9 @@ class SamplingSpec:
     """False = greedy decoding."""
     min_new_tokens: int = 0
     """Fewest tokens before end-of-sequence may be sampled (benchmarks set it to max_new_tokens)."""
+    stop: tuple[str, ...] = ()
+    """Stop strings: a completion ends with the first token that completes one (tool calls'
+    `</tool>`); its token ids end there too, so the update trains on exactly what was kept."""
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1 or not 0 <= self.min_new_tokens <= self.max_new_tokens:

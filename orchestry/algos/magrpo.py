@@ -121,18 +121,27 @@ class AdvantageSettings:
 
 
 Row = tuple[list[int], list[int], float]
-"""(prompt token ids, completion token ids, advantage) of one sample."""
+"""(prompt token ids, completion token ids, advantage) of one sample, or of one segment of a
+sample that called tools (`joint/tool_turn.py`)."""
 
 
 def sample_advantages(
     groups: Sequence[_Group], settings: AdvantageSettings
 ) -> dict[str, list[Row]]:
-    """Per agent, every sample with its group-relative advantage (each group is one row of A)."""
+    """Per agent, every sample with its group-relative advantage (each group is one row of A).
+
+    A sample that called tools is several segments, each generated from a prompt holding the earlier
+    segments and the tools' results: log pi(sample) = sum_k log pi(segment_k | prompt_k), so each
+    segment is a row with the sample's advantage and the loss never covers a result's tokens.
+    (Under the `sum` reduction the gradient is exactly -A * grad log pi(sample), up to the step's
+    mean over rows; under `token_mean` each segment is averaged over its own tokens.)"""
     rows: dict[str, list[Row]] = {}
     for group in groups:
         adv = group_advantages(
             torch.tensor([group.values()]), settings.mode, settings.normalize, settings.std_floor
         )[0]
         for sample, a in zip(group.samples, adv.tolist(), strict=True):
-            rows.setdefault(group.agent, []).append((sample.prompt_ids, sample.token_ids, a))
+            mine = rows.setdefault(group.agent, [])
+            mine.append((sample.prompt_ids, sample.token_ids, a))
+            mine.extend((prompt, tokens, a) for prompt, tokens in sample.continuations)
     return rows

@@ -56,6 +56,11 @@ class Sample:
     token_ids: list[int]
     action: str
     credit: float | None = None  # reward next to reference partners (per-agent credit)
+    continuations: tuple[tuple[list[int], list[int]], ...] = ()
+    """With tools on: each later segment's (prompt ids, token ids), the prompt holding the tool's
+    result (`joint/tool_turn.py`); the update trains on every segment with the sample's advantage."""
+    tools: tuple[dict[str, str], ...] | None = None
+    """The tool calls of the turn: name, argument, result (the episode record); None: tools off."""
 
 
 @dataclass
@@ -76,6 +81,13 @@ class JointNode:
 
     def actions(self) -> dict[str, str]:
         return {a: s.action for a, s in self.samples.items()}
+
+    def tool_record(self) -> dict[str, Any]:
+        """`{"tools": each agent's calls}` with tools on, else {} (so runs without tools write
+        the rows they always did)."""
+        if all(s.tools is None for s in self.samples.values()):
+            return {}
+        return {"tools": {a: list(s.tools or ()) for a, s in self.samples.items()}}
 
 
 @dataclass
@@ -263,6 +275,10 @@ def _sample(f: _Frontier, answer: Answer) -> Sample:
         gen.prompt_ids,
         gen.token_ids[answer.k],
         answer.action,
+        continuations=tuple(
+            (s.generation.prompt_ids, s.generation.token_ids[s.k]) for s in answer.steps or ()
+        ),
+        tools=None if answer.steps is None else tuple(answer.tool_record() or ()),
     )
 
 

@@ -6,6 +6,9 @@ components, and the tests' outcome. The viewer shows picked rows turn by turn: a
 agent in its own colour (code highlighted as Python, prose as plain text), the reward breakdown and the
 first failure.
 
+With tools on, a row's `tools` holds each agent's calls (name, argument, result); they are shown
+under the agent's panel, in the order made.
+
 A row does not name the earlier-turn sample it continues (the tree branches every node), so an
 episode cannot be rebuilt across turns unambiguously: each row is shown as one turn, its `turn` in the
 header, and the rows of one problem (`--pick id`) come in (step, turn) order.
@@ -183,6 +186,23 @@ def reward_table(reward: Mapping[str, Any]) -> Table:
     return table
 
 
+def tool_calls(row: Mapping[str, Any], agent: str, colour: str) -> list[RenderableType]:
+    """The agent's tool calls of the row (`tools`), each call and its result."""
+    tools = row.get("tools")
+    calls = tools.get(agent) if isinstance(tools, Mapping) else None
+    if not isinstance(calls, list):
+        return []
+    shown: list[RenderableType] = []
+    for i, call in enumerate(calls, start=1):
+        if not isinstance(call, Mapping):
+            continue
+        name = str(call.get("name", "?"))
+        body = Group(_body(str(call.get("argument", ""))), Text(str(call.get("result", "")), "dim"))
+        title = Text(f"{agent} · tool call {i}: {name}", style=colour)
+        shown.append(Panel(body, title=title, title_align="left", border_style="dim", expand=True))
+    return shown
+
+
 def render_episode(episode: Episode) -> Group:
     """One episode: header, one panel per agent (its own colour), reward breakdown, first failure."""
     row = episode.row
@@ -196,6 +216,7 @@ def render_episode(episode: Episode) -> Group:
         parts.append(
             Panel(_body(text), title=title, title_align="left", border_style=colour, expand=True)
         )
+        parts.extend(tool_calls(row, agent, colour))
     if isinstance(row.get("reward"), Mapping) and row["reward"]:
         parts.append(reward_table(row["reward"]))
     if row.get("first_failure"):

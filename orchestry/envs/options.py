@@ -24,5 +24,7 @@ class EnvOptions:
     """`train.feedback` when training (None in evaluation, which is single-turn)."""
     rename_lone_helper: bool
     """`env.rename_lone_helper` (the code task)."""
+    tools: Mapping[str, Any]
+    """The `env.tools` section (the code task's tools within a turn; `enabled` false = none)."""
     judge: Callable[[], Any] = field(default=lambda: None)
     """Makes the env's LLM judge when params ask for one (the story's Claude judge), else None."""

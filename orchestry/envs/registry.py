@@ -23,6 +23,8 @@ from orchestry.envs.options import EnvOptions
 from orchestry.envs.story import tasks as story_tasks
 from orchestry.envs.story.env import StoryEnv
 from orchestry.envs.story.reward import StorySettings
+from orchestry.envs.tools.protocol import ToolBudget
+from orchestry.envs.tools.registry import ToolUse
 from orchestry.envs.writing import tasks as writing_tasks
 from orchestry.envs.writing.env import WritingEnv
 from orchestry.envs.writing.reward import WritingSettings
@@ -83,8 +85,20 @@ def all_sets() -> set[str]:
 
 def _code(roles: Roles, o: EnvOptions) -> CodeEnv:
     weights = RewardWeights(**o.reward)
+    t = o.tools
+    tool_use = (
+        ToolUse(tuple(t["names"]), ToolBudget(t["max_calls"], t["max_result_chars"]), o.limits)
+        if t["enabled"]
+        else None
+    )
     return CodeEnv(
-        roles, weights, o.limits, o.workers, o.feedback, rename_lone_helper=o.rename_lone_helper
+        roles,
+        weights,
+        o.limits,
+        o.workers,
+        o.feedback,
+        rename_lone_helper=o.rename_lone_helper,
+        tool_use=tool_use,
     )
 
 

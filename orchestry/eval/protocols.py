@@ -106,9 +106,23 @@ def team(
     for t, joint in zip(tasks, turn.joint, strict=True):
         for i, leaf in enumerate(leaves):
             code = {a: x.action for a, x in joint[leaf].items()}
-            tokens = sum(_tokens(x.generation)[x.k] for x in joint[leaf].values())
+            tokens = sum(  # every segment's tokens when an agent called tools
+                _tokens(y.generation)[y.k]
+                for x in joint[leaf].values()
+                for y in (x, *(x.steps or ()))
+            )
             items.append((t, i, code, code, share, tokens))
-    return score_rows(env, method, items)
+    rows = score_rows(env, method, items)
+    # with tools on, each agent's calls and results (without tools the rows are as they were)
+    calls = [
+        {a: x.tool_record() for a, x in joint[leaf].items()}
+        for joint in turn.joint
+        for leaf in leaves
+    ]
+    return [
+        row if all(v is None for v in c.values()) else {**row, "tools": c}
+        for row, c in zip(rows, calls, strict=True)
+    ]
 
 
 def single(

@@ -11,6 +11,10 @@ asks the agents through here, so the turn is written once:
    order (sequential);
 3. `env.act` turns each completion into the agent's action.
 
+With tools on (`tool_use` of the environment, docs/tools.md) step 2 is a loop, written in
+`tool_turn.py`: a completion that ends in a tool call gets the result and is continued, and the
+action is read from the agent's text outside its calls.
+
 What is asked for is a set of joint candidates per task (`Ask.leaves`): leaf (i, j, ...) is the
 joint action of the first agent's i-th sample, the second's j-th, ... An agent is asked for just the
 samples some leaf uses; in a sequential env once per distinct choice of the earlier agents' samples
@@ -28,6 +32,8 @@ from typing import Any
 
 from orchestry.agents.base import Generation, Generator, GenRequest, SamplingSpec
 from orchestry.envs.base import Env, Messages, Turn, acts_in_order
+from orchestry.envs.tools.registry import ToolUse
+from orchestry.joint.tool_turn import ToolChain, ToolStep, run_tools, tool_sampling
 
 Leaf = tuple[int, ...]
 """A joint candidate: the index of each agent's sample, in role order."""
@@ -70,6 +76,15 @@ class Answer:
     """The generation it came in (prompt ids, token ids, token counts)."""
     k: int
     """Its place among `generation.texts`."""
+    steps: tuple[ToolStep, ...] | None = None
+    """Its tool calls, each with the continuation generated after the result (`tool_turn.py`):
+    `generation`/`k` is the first segment, `text` the final answer. None: tools are off."""
+
+    def tool_record(self) -> list[dict[str, str]] | None:
+        """The calls and results, as the episode record keeps them (None: tools are off)."""
+        if self.steps is None:
+            return None
+        return [{"name": s.name, "argument": s.argument, "result": s.result} for s in self.steps]
 
 
 @dataclass(frozen=True)
@@ -101,11 +116,18 @@ class JointTurn:
         return sum(g.new_tokens for c in self.calls for g in c.generations)
 
 
+def tools_of(env: Env) -> ToolUse | None:
+    """The tools the environment turns on (its `tool_use`; an optional member: None = none)."""
+    return getattr(env, "tool_use", None)
+
+
 def answer_turn(gen: Generator, env: Env, asks: Sequence[Ask], sampling: SamplingSpec) -> JointTurn:
     """Generate every ask's joint candidates (module doc): one generate call when the agents act at
     once, one per agent in role order in a sequential env."""
     agents = env.roles.agents
     in_order = acts_in_order(env)
+    tool_use = tools_of(env)
+    sampling = tool_sampling(sampling, tool_use)
     partial: list[dict[Leaf, dict[str, Answer]]] = [{(): {}} for _ in asks]
     answers: list[dict[str, list[Answer]]] = [{a: [] for a in agents} for _ in asks]
     calls: list[Call] = []
@@ -127,14 +149,24 @@ def answer_turn(gen: Generator, env: Env, asks: Sequence[Ask], sampling: Samplin
         if len(gens) != len(requests):
             raise ValueError(f"generate: {len(requests)} requests gave {len(gens)} generations")
         calls.append(Call([o[0] for o in owners], requests, gens, seconds))
-        sampled: dict[tuple[int, Leaf, str], dict[int, Answer]] = {}
-        for (i, prefix, a, needed), g in zip(owners, gens, strict=True):
+        for (_, _, a, needed), g in zip(owners, gens, strict=True):
             if len(g.texts) != len(needed):
                 raise ValueError(f"asked {a} for {len(needed)} completions, got {len(g.texts)}")
+        chains: list[list[ToolChain]] | None = None
+        if tool_use is not None:
+            tasks = [asks[o[0]].task for o in owners]
+            chains, more = run_tools(gen, env, tool_use, tasks, requests, gens, sampling)
+            calls += [Call([owners[r][0] for r in rs], q, g, t) for rs, q, g, t in more]
+        sampled: dict[tuple[int, Leaf, str], dict[int, Answer]] = {}
+        for r, ((i, prefix, a, needed), g) in enumerate(zip(owners, gens, strict=True)):
             task = asks[i].task
+            finals = [c.final for c in chains[r]] if chains is not None else g.texts
+            steps: list[tuple[ToolStep, ...] | None] = (
+                [tuple(c.steps) for c in chains[r]] if chains is not None else [None] * len(finals)
+            )
             mine = [
-                Answer(a, idx, text, env.act(task, a, text), g, k)
-                for k, (idx, text) in enumerate(zip(needed, g.texts, strict=True))
+                Answer(a, idx, text, env.act(task, a, text), g, k, steps[k])
+                for k, (idx, text) in enumerate(zip(needed, finals, strict=True))
             ]
             answers[i][a].extend(mine)
             sampled[(i, prefix, a)] = {x.index: x for x in mine}

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from orchestry.envs.registry import all_sets, env_kind
+from orchestry.envs.tools.registry import TOOL_NAMES
 from orchestry.params.section import Section
 
 # Sets of held-out problems only: their n_train must be 0 (envs/code/generated/catalogue.py).
@@ -188,6 +189,34 @@ class CodeReviewParams(Section):
     )
 
 
+class ToolsParams(Section):
+    """Tools the code task's agents may call within a turn (`env.name: code`; docs/tools.md). The
+    reward is unchanged: tools help only if they help."""
+
+    enabled: bool = Field(
+        False, description="true = the agents are told about the tools and may call them."
+    )
+    names: list[str] = Field(
+        ["python", "calculator", "examples"],
+        min_length=1,
+        description="The tools offered (envs/tools/registry.py): `python` (a program run in the "
+        "sandbox), `calculator` (arithmetic), `examples` (the task's public examples run on the "
+        "draft).",
+    )
+    max_calls: int = Field(2, ge=1, description="Most tool calls per agent per turn.")
+    max_result_chars: int = Field(
+        400, ge=1, description="Each tool result is cut to this many characters."
+    )
+
+    @field_validator("names")
+    @classmethod
+    def _known(cls, names: list[str]) -> list[str]:
+        unknown = [n for n in names if n not in TOOL_NAMES]
+        if unknown:
+            raise ValueError(f"unknown tools {unknown}; known: {', '.join(TOOL_NAMES)}")
+        return names
+
+
 class EnvParams(Section):
     """The environment the team works on (every stage that builds or scores it reads this)."""
 
@@ -204,6 +233,7 @@ class EnvParams(Section):
         description="`code`: a helper's single function under another name counts as its helper "
         "(renamed to `aux`); false = a helper must use the asked-for name, as in the paper.",
     )
+    tools: ToolsParams = ToolsParams()
     code_review: CodeReviewParams = CodeReviewParams()
     story: StoryParams = StoryParams()
     writing: WritingParams = WritingParams()
@@ -240,6 +270,8 @@ def check_environment(
     """Raise ValueError when the other sections do not fit the selected environment."""
     if env.name != "code" and curriculum != "none":
         raise ValueError(f"train.curriculum {curriculum} needs env.name code")
+    if env.tools.enabled and env.name != "code":
+        raise ValueError(f"env.tools.enabled needs env.name code, not {env.name}")
     if env.name == "writing" and len(agents) != 2:
         raise ValueError(f"env.name writing needs 2 agents, model.agents is {agents}")
     if env.name == "code_review" and len(agents) != 3:

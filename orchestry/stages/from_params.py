@@ -196,6 +196,7 @@ def make_env(params: Params, training: bool = True) -> Env:
         workers=sandbox_workers(params),
         feedback=params.train.feedback if training else None,
         rename_lone_helper=params.env.rename_lone_helper,
+        tools=params.env.tools.model_dump(),
         judge=lambda: story_judge(params),
     )
     return kind.build(Roles.from_agents(params.model.agents), options)

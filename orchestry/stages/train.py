@@ -100,6 +100,7 @@ def rollout_rows(ro: Rollout, step: int) -> list[dict[str, Any]]:
             "return": n.ret,
             "judge": n.judge,
             **n.outcome.record,
+            **n.tool_record(),
         }
         for n in ro.nodes
     ]

@@ -171,3 +171,22 @@ def test_cli_user_errors_are_one_line_and_exit_1(tmp_path):
     assert proc.returncode == 1 and "--pick id needs --id" in proc.stderr
     proc = _cli(str(SAMPLE), "--id", json.dumps("coop/shout"), "--pick", "best")
     assert proc.returncode == 1 and "--id goes with --pick id" in proc.stderr
+
+
+def test_tool_calls_are_shown_under_their_agent():
+    row = {
+        "problem_id": "coop/acronym",
+        "return": 1.0,
+        "code": {"aux": "def aux(w):\n    return w[:1]", "main": "def acronym(p): ..."},
+        "tools": {
+            "aux": [
+                {"name": "python", "argument": "print(aux('x'))", "result": "<result>x</result>"}
+            ],
+            "main": [],
+        },
+    }
+    console = _text_console(80)
+    show.render(console, [Episode(row, "r:1")])
+    out = console.export_text()
+    assert "aux · tool call 1: python" in out and "print(aux('x'))" in out
+    assert "<result>x</result>" in out and "main · tool call" not in out

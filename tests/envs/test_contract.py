@@ -27,6 +27,11 @@ def code_env_cases():
         texts = {a: _fenced(h.reference) for a, h in zip(agents, task.helpers, strict=False)}
         texts[agents[-1]] = _fenced(task.main.reference)
         cases.append(pytest.param(env, task, texts, id=folder))
+    # tools on (docs/tools.md): the same contract, the same reward
+    tools = make_env(parse_params({"env": {"tools": {"enabled": True}}}))
+    task = load_problem_dir(ROOT / "data/coop")[0]
+    texts = {"aux": _fenced(task.helpers[0].reference), "main": _fenced(task.main.reference)}
+    cases.append(pytest.param(tools, task, texts, id="data/coop-tools"))
     return cases
 
 

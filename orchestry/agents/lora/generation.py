@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 import torch
-from transformers import GenerationConfig, LogitsProcessorList
+from transformers import GenerationConfig, LogitsProcessorList, PreTrainedTokenizerBase
 
 from orchestry.agents.base import Generation, GenRequest, SamplingSpec
 from orchestry.agents.lora.graph_decode import decode_shape
@@ -96,7 +96,9 @@ def generate_batch(
         decoder = base.decoders.get(base.model, base.adapters, decode_shape(rows, sampling))
         index = [base.adapters.index(a) for a in adapters]
         new = decoder.run(rows, index, pad, base.stop_ids)
-        return _generations(base, requests, prompts, group, new, time.perf_counter() - start)
+        return _generations(
+            base, requests, prompts, group, new, time.perf_counter() - start, sampling.stop
+        )
     # rows of several adapters: each row through its own (orchestry/agents/lora/stacked_lora.py)
     route = (lambda names: stacked_lora(base.model, names)) if len(set(adapters)) > 1 else None
     if route is None:
@@ -124,7 +126,9 @@ def generate_batch(
         )
     _synchronize(base.device)
     seconds = time.perf_counter() - start
-    return _generations(base, requests, prompts, group, out[:, width:].tolist(), seconds)
+    return _generations(
+        base, requests, prompts, group, out[:, width:].tolist(), seconds, sampling.stop
+    )
 
 
 def _generations(
@@ -134,11 +138,15 @@ def _generations(
     group: list[int],
     new: list[list[int]],
     seconds: float,
+    stop: tuple[str, ...] = (),
 ) -> list[Generation]:
-    """`new` (the rows' new tokens, in group order, n per request) cut at stop tokens, decoded."""
+    """`new` (the rows' new tokens, in group order, n per request) cut at stop tokens and at the
+    first token completing a stop string, decoded."""
     generations, row = [], 0
     for i in group:
         ids = [_cut_at_stop(new[row + k], base.stop_ids) for k in range(requests[i].n)]
+        if stop:
+            ids = [_cut_at_string(x, stop, base.tokenizer) for x in ids]
         row += requests[i].n
         texts = base.tokenizer.batch_decode(ids, skip_special_tokens=True)
         generations.append(
@@ -181,6 +189,25 @@ def _cut_at_stop(ids: list[int], stop_ids: set[int]) -> list[int]:
         if token in stop_ids:
             return ids[: k + 1]
     return ids
+
+
+def _cut_at_string(
+    ids: list[int], stop: tuple[str, ...], tokenizer: PreTrainedTokenizerBase
+) -> list[int]:
+    """`ids` up to the first token whose decoded prefix holds a stop string (binary search: once a
+    prefix holds one, every longer prefix does)."""
+
+    def holds(n: int) -> bool:
+        text = tokenizer.decode(ids[:n], skip_special_tokens=True)
+        return any(s in text for s in stop)
+
+    if not holds(len(ids)):
+        return ids
+    low, high = 1, len(ids)
+    while low < high:
+        mid = (low + high) // 2
+        low, high = (low, mid) if holds(mid) else (mid + 1, high)
+    return ids[:low]
 
 
 def _synchronize(device: torch.device) -> None:

@@ -22,6 +22,7 @@ from orchestry.envs.code.reward import (
 )
 from orchestry.envs.code.role_checks import RoleChecks, plan_role_checks
 from orchestry.envs.code.sandbox import SandboxLimits, TestReport, run_many
+from orchestry.envs.tools.registry import ToolUse
 
 FEEDBACK_MODES = ("level_feedback", "plain", "expert_edits")
 
@@ -40,8 +41,10 @@ class CodeEnv:
         feedback_mode: str | None = None,
         *,
         rename_lone_helper: bool,
+        tool_use: ToolUse | None = None,
     ) -> None:
-        """`feedback_mode` None: an env for single-turn evaluation, which never gives feedback."""
+        """`feedback_mode` None: an env for single-turn evaluation, which never gives feedback.
+        `tool_use`: the tools the agents may call within a turn (docs/tools.md); None = no tools."""
         if feedback_mode is not None and feedback_mode not in FEEDBACK_MODES:
             raise ValueError(
                 f"unknown feedback mode {feedback_mode!r}; use {', '.join(FEEDBACK_MODES)}"
@@ -49,10 +52,18 @@ class CodeEnv:
         self.roles, self.weights, self.limits, self.workers = roles, weights, limits, workers
         self.feedback_mode = feedback_mode
         self.rename_lone_helper = rename_lone_helper
+        self.tool_use = tool_use
 
     # ------------------------------------------------------------------ the contract
     def observe(self, task: Problem, agent: str, history: Sequence[Turn] = ()) -> Messages:
-        return with_history(prompts.initial_messages(task, self.roles, agent), history)
+        first = prompts.initial_messages(task, self.roles, agent)
+        if self.tool_use is not None:  # the tools' paragraph ends the task's message
+            *head, last = first
+            first = [
+                *head,
+                {**last, "content": f"{last['content']}\n\n{self.tool_use.instructions()}"},
+            ]
+        return with_history(first, history)
 
     def act(self, task: Problem, agent: str, text: str) -> str:
         return agent_code(text, task, self.roles, agent, rename_lone_helper=self.rename_lone_helper)
