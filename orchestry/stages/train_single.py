@@ -25,14 +25,8 @@ from orchestry.params import Params
 from orchestry.stages.from_params import make_policy, make_solo_env, single_agent_params
 from orchestry.stages.launch import launched_ranks
 from orchestry.stages.timings import timing_record, untimed
-from orchestry.stages.train import (
-    run_hash,
-    summarize,
-    train_loop,
-    training_hooks,
-    training_plan,
-    write_history_csv,
-)
+from orchestry.stages.train import run_hash, train_loop, training_hooks, training_plan
+from orchestry.stages.train_record import summarize, write_history_csv
 
 
 def run(params: Params) -> None:
