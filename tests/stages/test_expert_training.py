@@ -52,8 +52,7 @@ def test_two_turn_expert_edits_training_and_budget_stop(tiny_repo, monkeypatch):
             "group_size": 2,
             "checkpoint_every": 1,
         }
-        # the budget check needs distinct answers: 64 new tokens, not the tiny params' 32
-        write(train=train, anthropic=anthropic, sampling={"max_new_tokens": 64})
+        write(train=train, anthropic=anthropic)
         env_key = {"ANTHROPIC_API_KEY": KEY}
         os.environ.update(env_key)
         try:
