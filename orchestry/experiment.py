@@ -32,7 +32,13 @@ from typing import Any
 import yaml
 
 from orchestry import code_deps, io, paths
-from orchestry.eval.paired import paired_csv, paired_markdown, paired_rows
+from orchestry.eval.paired import (
+    paired_csv,
+    paired_markdown,
+    paired_rows,
+    per_problem_csv,
+    per_problem_rows,
+)
 from orchestry.params import Params, ParamsError, parse_params
 from orchestry.provenance import code_hash, git_state, hardware, manifest
 from orchestry.stage_runs import (
@@ -211,6 +217,9 @@ def report(
         (partial / "methods").mkdir(exist_ok=True)
         shutil.copy2(metrics, partial / "methods" / f"{name}.json")
     params = yaml.safe_load((work / "params.yaml").read_text())
+    answered = answers(work, [*methods, "single_grpo"])
+    if answered:
+        io.write_text(partial / "per_problem.csv", per_problem_csv(per_problem_rows(answered)))
     if methods and not (partial / "results.md").exists():
         table = methods_table(sorted(partial.glob("methods/*.json")))
         paired = partial_paired(work, list(methods), params)
@@ -235,11 +244,16 @@ def report(
     partial.rename(out)
 
 
+def answers(work: Path, methods: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """Method -> its held-out generations rows, for each of `methods` the run has answered."""
+    files = {m: work / paths.generations(m) for m in dict.fromkeys(methods)}
+    return {m: io.read_jsonl(f) for m, f in files.items() if f.is_file()}
+
+
 def partial_paired(work: Path, methods: list[str], params: dict[str, Any]) -> list[dict[str, Any]]:
     """The team against each method the run holds (no figures stage ran): paired differences from
     their generations, as the figures stage makes them; none without the team's rows."""
-    files = {m: work / paths.generations(m) for m in methods}
-    rows = {m: io.read_jsonl(f) for m, f in files.items() if f.is_file()}
+    rows = answers(work, methods)
     if "magrpo" not in rows or len(rows) < 2:
         return []
     return paired_rows(rows, params["evaluate"]["bootstrap"], params["seed"])

@@ -18,6 +18,8 @@ only.
 
 from __future__ import annotations
 
+import csv
+import io
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -152,6 +154,47 @@ def _in_set(problems: Mapping[str, Sequence[Row]], heldout: str) -> dict[str, Se
     if heldout == ALL_SETS:
         return dict(problems)
     return {p: rows for p, rows in problems.items() if heldout_set(p) == heldout}
+
+
+PER_PROBLEM = ("method", "heldout_set", "problem_id", "n_samples", *CODE_METRICS)
+
+
+def per_problem_rows(rows_by_method: Mapping[str, Sequence[Row]]) -> list[dict[str, Any]]:
+    """One row (`PER_PROBLEM`) per method x problem: each metric's mean over the problem's samples
+    (None where the rows have no such value: text environments have the return only). Reports keep
+    these, so runs can be paired over problems later (`orchestry.eval.ablation`)."""
+    out = []
+    for method, rows in rows_by_method.items():
+        for pid, group in by_problem(rows).items():
+            text = "correct" not in group[0]
+            values = {
+                metric: problem_means({pid: group}, value).get(pid)
+                for metric, value in CODE_METRICS.items()
+                if not text or metric in TEXT_METRICS
+            }
+            out.append(
+                {
+                    "method": method,
+                    "heldout_set": heldout_set(pid),
+                    "problem_id": pid,
+                    "n_samples": len(group),
+                    **{m: values.get(m) for m in CODE_METRICS},
+                }
+            )
+    return out
+
+
+def per_problem_csv(rows: Sequence[Mapping[str, Any]]) -> str:
+    """reports/<name>/per_problem.csv: the header `PER_PROBLEM`, an empty cell for no value."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(PER_PROBLEM)
+    for r in rows:
+        writer.writerow(
+            "" if r[c] is None else f"{r[c]:.6f}" if isinstance(r[c], float) else r[c]
+            for c in PER_PROBLEM
+        )
+    return buffer.getvalue()
 
 
 def paired_csv(rows: Sequence[Mapping[str, Any]]) -> str:

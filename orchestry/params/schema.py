@@ -159,6 +159,11 @@ class RewardParams(Section):
     ignored_penalty: float = Field(
         0.5, ge=0.0, description="Subtracted when aux's value is ignored (0 = no penalty)."
     )
+    coop_gate: Literal["any", "scaled", "all"] = Field(
+        "any",
+        description="When the cooperation bonus is paid: `any` (the paper) once one test passes; "
+        "`scaled` times the fraction of tests passed; `all` only when every test passes.",
+    )
 
 
 class TrainParams(Section):

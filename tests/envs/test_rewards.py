@@ -57,6 +57,26 @@ def test_no_passing_test_means_no_cooperation_bonus():
     assert r.total == pytest.approx(1.5)
 
 
+@pytest.mark.parametrize(
+    "gate,passed,bonus",
+    [
+        ("any", [True, False, False, False], 1.5),  # the paper: one passing test pays it all
+        ("scaled", [True, False, False, False], 1.5 * 0.25),
+        ("scaled", [True, True, True, True], 1.5),
+        ("all", [True, True, True, False], 0.0),
+        ("all", [True, True, True, True], 1.5),
+        ("scaled", [False, False], 0.0),
+    ],
+)
+def test_the_cooperation_gate_pays_the_bonus_by_tests_passed(gate, passed, bonus):
+    r = level_reward(facts(AUX, MAIN), report(passed), weights(coop_gate=gate))
+    assert r.cooperation == pytest.approx(bonus)
+    # the penalty for an ignored helper is not gated
+    ignored = "def main(xs):\n    aux(xs)\n    return sum(xs)\n"
+    r = level_reward(facts(AUX, ignored), report(passed), weights(coop_gate=gate))
+    assert r.cooperation == pytest.approx(-0.5)
+
+
 def test_thin_wrapper_gets_only_the_call_bonus():
     thin = "def main(xs):\n    '''doc'''\n    return aux(xs)\n"
     r = level_reward(facts(AUX, thin), report([True, False]), W)

@@ -121,6 +121,7 @@ def test_env_score_runs_rewards_and_role_checks_in_one_batch_with_the_same_resul
         coop_call=0.5,
         coop_nontrivial=1.0,
         ignored_penalty=0.5,
+        coop_gate="any",
     )
     two_role = [p for p in problems if len(p.helpers) == 1][:3]
     lim = limits(timeout_s=2.0, cpu_s=2)

@@ -13,11 +13,14 @@ from orchestry.eval.metrics import bootstrap_ci
 from orchestry.eval.normalised import max_cooperation, max_return, paper_columns
 from orchestry.eval.paired import (
     COLUMNS,
+    PER_PROBLEM,
     excludes_zero,
     heldout_set,
     paired_csv,
     paired_markdown,
     paired_rows,
+    per_problem_csv,
+    per_problem_rows,
 )
 from orchestry.params.schema import RewardParams
 
@@ -235,3 +238,19 @@ def test_paper_columns_on_hand_made_numbers() -> None:
     assert cols["coop_pct"] == pytest.approx(100 * 0.25 / 1.5)
     with pytest.raises(ValueError, match="no rows"):
         paper_columns([], weights())
+
+
+def test_per_problem_rows_hold_each_methods_problem_means() -> None:
+    team = method_rows(PIDS[:2], 3.0, n=3) + [row("humaneval/HumanEval/0", False, 0.25, False, 1.0)]
+    rows = per_problem_rows(
+        {"magrpo": team, "story": [{"problem_id": "story/001", "reward": {"total": 0.5}}]}
+    )
+    first = pick(rows, method="magrpo", problem_id="coop/p0")
+    assert first["n_samples"] == 3 and first["heldout_set"] == "coop"
+    assert first["pass@1"] == 1.0 and first["test_pass_rate"] == 0.5 and first["return"] == 3.0
+    assert pick(rows, problem_id="humaneval/HumanEval/0")["heldout_set"] == "humaneval"
+    text = pick(rows, method="story")
+    assert text["return"] == 0.5 and text["pass@1"] is None
+    table = per_problem_csv(rows).splitlines()
+    assert table[0].split(",") == list(PER_PROBLEM) and len(table) == 1 + len(rows)
+    assert table[-1] == "story,story,story/001,1,,,,0.500000"

@@ -69,6 +69,8 @@ def test_experiment_runs_apart_reports_and_goes_on_where_it_stopped(tiny_repo):
     out = repo / "reports" / "exp"
     assert yaml.safe_load((out / "params.yaml").read_text())["train"]["max_steps"] == 2
     assert (out / "figures").is_dir() and (out / "results.md").is_file()
+    header, *problems = (out / "per_problem.csv").read_text().splitlines()
+    assert header.startswith("method,heldout_set,problem_id") and len(problems) >= 2 * 9
     wall = json.loads((out / "wall_time.json").read_text())
     assert wall["total_s"] > 0 and "train" in wall["stages_s"]
     assert json.loads((out / "hardware.json").read_text())["cpu_cores"] >= 1

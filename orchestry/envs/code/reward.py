@@ -6,6 +6,8 @@
     L3 tests       fraction of asserts passed           0..1.0
     cooperation    >=1 test passes, aux exists and main calls aux        +0.5
                    ... and main is not a thin wrapper around aux          +1.0
+                   (`coop_gate`: paid once one test passes, the paper; or
+                   times the fraction passed; or only when all pass)
                    aux is called but its value is ignored                 -0.5
 
 "Main calls aux", "thin wrapper" and "value ignored" are not decided here: they are the outcome of
@@ -51,6 +53,22 @@ class RewardWeights:
     coop_call: float
     coop_nontrivial: float
     ignored_penalty: float
+    coop_gate: str  # "any" (the paper), "scaled" or "all": see `cooperation_gate`
+
+
+def cooperation_gate(gate: str, report: TestReport) -> float:
+    """The share of the cooperation bonus a program's test report earns: the paper pays all of it
+    once one test passes (`any`); `scaled` pays the fraction of tests passed; `all` pays it only
+    when every test passes. The penalty for an ignored helper is not gated."""
+    if report.n_passed == 0:
+        return 0.0
+    if gate == "any":
+        return 1.0
+    if gate == "scaled":
+        return report.pass_rate
+    if gate == "all":
+        return float(report.pass_rate == 1.0)
+    raise ValueError(f"reward.coop_gate: {gate!r} is not any, scaled or all")
 
 
 @dataclass(frozen=True)
@@ -169,8 +187,8 @@ def level_reward(facts: CodeFacts, report: TestReport | None, w: RewardWeights) 
                 raise ValueError("a parsing program with a main must have a test report")
             pass_rate = report.pass_rate
             tests = w.tests * pass_rate
-            if report.n_passed > 0:
-                coop += w.coop_call * calls_share + w.coop_nontrivial * nontrivial_share
+            paid = cooperation_gate(w.coop_gate, report)
+            coop += paid * (w.coop_call * calls_share + w.coop_nontrivial * nontrivial_share)
             if any(h.ignored for h in facts.helpers):
                 coop -= w.ignored_penalty
     total = structure + syntax + tests + coop

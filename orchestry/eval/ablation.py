@@ -1,0 +1,205 @@
+"""Levers measured against a reference run, paired over the same held-out problems.
+
+    python -m orchestry.eval.ablation reports/gpu_team reports/gpu_gate_scaled reports/gpu_tools \
+        --out reports/gpu_ablation
+
+Each argument is an experiment report (`python -m orchestry.experiment`) with its `per_problem.csv`;
+the first is the reference. For every other report, its trained team (`--method`, default `magrpo`)
+minus the reference's, per held-out set and pooled (`all`), for pass@1, test pass rate, coop rate and
+return, with the 95% paired bootstrap CI of `orchestry.eval.paired` over the problems both answered.
+The lever's settings are the keys where its params.yaml differs from the reference's. Writes
+`ablation.csv`, `ablation.md` and `manifest.json` into `--out` (replaced as a whole); a report without
+per_problem.csv, or without the method's rows, is an error naming it, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import shutil
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from orchestry import io
+from orchestry.eval.paired import ALL_SETS, CODE_METRICS, excludes_zero, paired_difference
+from orchestry.provenance import hardware, manifest
+
+COLUMNS = (
+    "lever",
+    "settings",
+    "heldout_set",
+    "n_problems",
+    "metric",
+    "reference_value",
+    "lever_value",
+    "diff",
+    "ci_low",
+    "ci_high",
+)
+
+
+class AblationError(ValueError):
+    """A report that cannot be compared; the message names it."""
+
+
+def team_values(report: Path, method: str) -> dict[str, dict[str, dict[str, float]]]:
+    """metric -> held-out set -> {problem id: value} of `method` in a report's per_problem.csv."""
+    table = report / "per_problem.csv"
+    if not table.is_file():
+        raise AblationError(f"{table}: no such file (made by python -m orchestry.experiment)")
+    with table.open() as f:
+        rows = [r for r in csv.DictReader(f) if r["method"] == method]
+    if not rows:
+        raise AblationError(f"{table}: no rows of method {method!r}")
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for metric in CODE_METRICS:
+        for r in rows:
+            if r[metric] == "":
+                continue
+            for heldout in (ALL_SETS, r["heldout_set"]):
+                out.setdefault(metric, {}).setdefault(heldout, {})[r["problem_id"]] = float(
+                    r[metric]
+                )
+    return out
+
+
+def settings_apart(
+    reference: Mapping[str, Any], lever: Mapping[str, Any], prefix: str = ""
+) -> list[str]:
+    """`key=value` for every params key where `lever` differs from `reference` (dotted keys)."""
+    out = []
+    for key in sorted(set(reference) | set(lever)):
+        a, b = reference.get(key), lever.get(key)
+        name = f"{prefix}{key}"
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += settings_apart(a, b, name + ".")
+        elif a != b:
+            out.append(f"{name}={b}")
+    return out
+
+
+def ablation_rows(
+    reference: Path, levers: Sequence[Path], method: str, resamples: int, seed: int
+) -> list[dict[str, Any]]:
+    """One row (`COLUMNS`) per lever x held-out set x metric: the lever's team minus the reference's."""
+    base = team_values(reference, method)
+    base_params = yaml.safe_load((reference / "params.yaml").read_text())
+    out = []
+    for lever in levers:
+        values = team_values(lever, method)
+        params = yaml.safe_load((lever / "params.yaml").read_text())
+        settings = " ".join(settings_apart(base_params, params)) or "(none)"
+        for metric, by_set in values.items():
+            for heldout, problems in by_set.items():
+                shared = set(problems) & set(base.get(metric, {}).get(heldout, {}))
+                if not shared:
+                    continue
+                diff = paired_difference(problems, base[metric][heldout], resamples, seed)
+                out.append(
+                    {
+                        "lever": lever.name,
+                        "settings": settings,
+                        "heldout_set": heldout,
+                        "n_problems": len(diff.pop("problems")),
+                        "metric": metric,
+                        "reference_value": diff.pop("method_value"),
+                        "lever_value": diff.pop("team_value"),
+                        **diff,
+                    }
+                )
+        if not any(r["lever"] == lever.name for r in out):
+            raise AblationError(f"{lever}: no held-out problem in common with {reference}")
+    return out
+
+
+def ablation_markdown(rows: Sequence[Mapping[str, Any]], reference: Path, method: str) -> str:
+    lines = [
+        f"# Levers against `{reference.name}` ({method}, paired over the same held-out problems)",
+        "",
+        "Written by `python -m orchestry.eval.ablation`; do not edit. diff = lever − reference, "
+        "each problem's samples averaged first; 95% paired bootstrap CI over the problems both "
+        "answered. **Bold** (and `*`): the CI excludes 0.",
+        "",
+        "| Lever | settings | held-out set | problems | metric | reference | lever | diff | 95% CI |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        diff, ci = f"{r['diff']:+.3f}", f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
+        if excludes_zero(r):
+            diff, ci = f"**{diff}**", f"**{ci}** *"
+        cells = [
+            r["lever"],
+            f"`{r['settings']}`",
+            r["heldout_set"],
+            str(r["n_problems"]),
+            r["metric"],
+            f"{r['reference_value']:.3f}",
+            f"{r['lever_value']:.3f}",
+            diff,
+            ci,
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_ablation(
+    out: Path, reference: Path, levers: Sequence[Path], method: str, resamples: int, seed: int
+) -> list[dict[str, Any]]:
+    """The ablation folder, replaced as a whole (nothing written when a report is unusable)."""
+    started = time.time()
+    rows = ablation_rows(reference, levers, method, resamples, seed)
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    lines = [",".join(COLUMNS)]
+    for r in rows:
+        lines.append(
+            ",".join(f"{r[c]:.6f}" if isinstance(r[c], float) else str(r[c]) for c in COLUMNS)
+        )
+    io.write_text(partial / "ablation.csv", "\n".join(lines) + "\n")
+    io.write_text(partial / "ablation.md", ablation_markdown(rows, reference, method))
+    root = Path(__file__).resolve().parents[2]
+    params = {
+        "reference": str(reference),
+        "levers": [str(p) for p in levers],
+        "method": method,
+        "resamples": resamples,
+        "seed": seed,
+    }
+    code = ["orchestry/eval/ablation.py", "orchestry/eval/paired.py", "orchestry/eval/metrics.py"]
+    record = manifest(root, code, params, hardware(), started, time.time() - started)
+    io.write_json(partial / "manifest.json", record)
+    shutil.rmtree(out, ignore_errors=True)
+    partial.rename(out)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m orchestry.eval.ablation", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("reference", type=Path, help="the reference run's report folder")
+    parser.add_argument("levers", nargs="+", type=Path, help="report folders of the levers")
+    parser.add_argument("--out", type=Path, required=True, help="the folder to write")
+    parser.add_argument("--method", default="magrpo", help="the method compared (default magrpo)")
+    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        rows = write_ablation(
+            args.out, args.reference, args.levers, args.method, args.resamples, args.seed
+        )
+    except AblationError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"{len(rows)} rows -> {args.out}/ablation.md", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
