@@ -54,18 +54,21 @@ def module_file(module: str) -> Path | None:
     return None
 
 
-def _imported(module: str, tree: ast.Module) -> set[str]:
-    """Modules of ours that a module imports anywhere (module level or inside functions)."""
-    found: set[str] = set()
+def _import_names(tree: ast.Module) -> list[str]:
+    """Every absolute name a module's imports may bind (module level or inside functions): for
+    `from pkg import name`, both pkg and pkg.name (name may be a submodule or an attribute)."""
+    names: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            names += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            # `from pkg import name`: name may be a submodule or an attribute of pkg
-            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-        else:
-            continue
-        found |= {n for n in names if n.split(".")[0] == PACKAGE and module_file(n)}
+            names += [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+    return names
+
+
+def _imported(module: str, tree: ast.Module) -> set[str]:
+    """Modules of ours that a module imports anywhere (module level or inside functions)."""
+    found = {n for n in _import_names(tree) if n.split(".")[0] == PACKAGE and module_file(n)}
     if module == f"{PACKAGE}.cli":
         found -= set(CLI_COMMANDS)
     return found | set(READ_AS_FILES.get(module, ()))
@@ -114,18 +117,11 @@ def script_code(script: Path) -> list[str]:
         if path in scripts:
             continue
         scripts.add(path)
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-            else:
-                continue
-            for name in names:
-                if name.split(".")[0] == PACKAGE and module_file(name):
-                    modules.add(name)
-                elif "." not in name and (path.parent / f"{name}.py").is_file():
-                    todo.append(path.parent / f"{name}.py")
+        for name in _import_names(ast.parse(path.read_text(), str(path))):
+            if name.split(".")[0] == PACKAGE and module_file(name):
+                modules.add(name)
+            elif "." not in name and (path.parent / f"{name}.py").is_file():
+                todo.append(path.parent / f"{name}.py")
     files = {module_file(m) for m in import_closure(*modules)} if modules else set()
     return sorted(str(f.relative_to(ROOT)) for f in files | scripts if f is not None)
 
