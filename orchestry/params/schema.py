@@ -50,9 +50,11 @@ class ModelParams(Section):
         "(e.g. `Qwen/Qwen2.5-Coder-1.5B-Instruct`) or a local directory.",
     )
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = Field(
-        "float32",
-        description="Dtype of the base model's weights; `auto` = bfloat16 on a GPU that supports it, "
-        "else float32.",
+        "bfloat16",
+        description="Dtype of the base model's weights (LoRA adapters stay float32); `auto` = "
+        "bfloat16 on a GPU that supports it, else float32. bfloat16 is the GPU runs' dtype, and on "
+        "a CPU with AVX512-BF16 or AMX its update is several times float32's speed "
+        "(results/bench/cpu_kernels.json); on a CPU without them choose float32.",
     )
     device: Literal["cpu", "cuda", "auto"] = Field(
         "cpu",
