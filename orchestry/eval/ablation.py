@@ -3,11 +3,12 @@
     python -m orchestry.eval.ablation reports/gpu_team reports/gpu_gate_scaled reports/gpu_tools \
         --out reports/gpu_ablation
 
-Each argument is an experiment report (`python -m orchestry.experiment`) with its `per_problem.csv`;
-the first is the reference. For every other report, its trained team (`--method`, default `magrpo`)
-minus the reference's, per held-out set and pooled (`all`), for pass@1, test pass rate, coop rate and
-return, with the 95% paired bootstrap CI of `orchestry.eval.paired` over the problems both answered.
-The lever's settings are the keys where its params.yaml differs from the reference's. Writes
+Each argument is an experiment report (`python -m orchestry.experiment`) with its `per_problem.csv`,
+optionally `REPORT:METHOD` to read another method than `--method` (default `magrpo`, the trained team);
+the first is the reference. For every other one, its method minus the reference's, per held-out set and
+pooled (`all`), for pass@1, test pass rate, coop rate and return, with the 95% paired bootstrap CI of
+`orchestry.eval.paired` over the problems both answered. The settings shown are the params keys where
+its params.yaml differs from the reference's (keys one of them lacks, from older code, are left out). Writes
 `ablation.csv`, `ablation.md` and `manifest.json` into `--out` (replaced as a whole); a report without
 per_problem.csv, or without the method's rows, is an error naming it, and nothing is written.
 """
@@ -47,6 +48,16 @@ class AblationError(ValueError):
     """A report that cannot be compared; the message names it."""
 
 
+def parse_source(arg: str, method: str) -> tuple[Path, str]:
+    """`REPORT` or `REPORT:METHOD` -> (report folder, method)."""
+    folder, sep, named = arg.rpartition(":")
+    return (Path(folder), named) if sep and named and "/" not in named else (Path(arg), method)
+
+
+def label(report: Path, method: str, default: str) -> str:
+    return report.name if method == default else f"{report.name}:{method}"
+
+
 def team_values(report: Path, method: str) -> dict[str, dict[str, dict[str, float]]]:
     """metric -> held-out set -> {problem id: value} of `method` in a report's per_problem.csv."""
     table = report / "per_problem.csv"
@@ -78,21 +89,25 @@ def settings_apart(
         name = f"{prefix}{key}"
         if isinstance(a, dict) and isinstance(b, dict):
             out += settings_apart(a, b, name + ".")
-        elif a != b:
+        elif key in reference and key in lever and a != b:
             out.append(f"{name}={b}")
     return out
 
 
 def ablation_rows(
-    reference: Path, levers: Sequence[Path], method: str, resamples: int, seed: int
+    reference: str, levers: Sequence[str], method: str, resamples: int, seed: int
 ) -> list[dict[str, Any]]:
-    """One row (`COLUMNS`) per lever x held-out set x metric: the lever's team minus the reference's."""
-    base = team_values(reference, method)
-    base_params = yaml.safe_load((reference / "params.yaml").read_text())
+    """One row (`COLUMNS`) per lever x held-out set x metric: the lever's method minus the
+    reference's (each a `REPORT` or `REPORT:METHOD`, see `parse_source`)."""
+    ref_dir, ref_method = parse_source(reference, method)
+    base = team_values(ref_dir, ref_method)
+    base_params = yaml.safe_load((ref_dir / "params.yaml").read_text())
     out = []
-    for lever in levers:
-        values = team_values(lever, method)
-        params = yaml.safe_load((lever / "params.yaml").read_text())
+    for arg in levers:
+        folder, lever_method = parse_source(arg, method)
+        name = label(folder, lever_method, method)
+        values = team_values(folder, lever_method)
+        params = yaml.safe_load((folder / "params.yaml").read_text())
         settings = " ".join(settings_apart(base_params, params)) or "(none)"
         for metric, by_set in values.items():
             for heldout, problems in by_set.items():
@@ -102,7 +117,7 @@ def ablation_rows(
                 diff = paired_difference(problems, base[metric][heldout], resamples, seed)
                 out.append(
                     {
-                        "lever": lever.name,
+                        "lever": name,
                         "settings": settings,
                         "heldout_set": heldout,
                         "n_problems": len(diff.pop("problems")),
@@ -112,16 +127,18 @@ def ablation_rows(
                         **diff,
                     }
                 )
-        if not any(r["lever"] == lever.name for r in out):
-            raise AblationError(f"{lever}: no held-out problem in common with {reference}")
+        if not any(r["lever"] == name for r in out):
+            raise AblationError(f"{arg}: no held-out problem in common with {reference}")
     return out
 
 
-def ablation_markdown(rows: Sequence[Mapping[str, Any]], reference: Path, method: str) -> str:
+def ablation_markdown(rows: Sequence[Mapping[str, Any]], reference: str, method: str) -> str:
+    folder, ref_method = parse_source(reference, method)
     lines = [
-        f"# Levers against `{reference.name}` ({method}, paired over the same held-out problems)",
+        f"# Against `{label(folder, ref_method, method)}` (paired over the same held-out problems)",
         "",
-        "Written by `python -m orchestry.eval.ablation`; do not edit. diff = lever − reference, "
+        f"Written by `python -m orchestry.eval.ablation`; do not edit. A row is a report's `{method}` "
+        "(or `report:method`); diff = row − reference, "
         "each problem's samples averaged first; 95% paired bootstrap CI over the problems both "
         "answered. **Bold** (and `*`): the CI excludes 0.",
         "",
@@ -148,7 +165,7 @@ def ablation_markdown(rows: Sequence[Mapping[str, Any]], reference: Path, method
 
 
 def write_ablation(
-    out: Path, reference: Path, levers: Sequence[Path], method: str, resamples: int, seed: int
+    out: Path, reference: str, levers: Sequence[str], method: str, resamples: int, seed: int
 ) -> list[dict[str, Any]]:
     """The ablation folder, replaced as a whole (nothing written when a report is unusable)."""
     started = time.time()
@@ -165,8 +182,8 @@ def write_ablation(
     io.write_text(partial / "ablation.md", ablation_markdown(rows, reference, method))
     root = Path(__file__).resolve().parents[2]
     params = {
-        "reference": str(reference),
-        "levers": [str(p) for p in levers],
+        "reference": reference,
+        "levers": list(levers),
         "method": method,
         "resamples": resamples,
         "seed": seed,
@@ -183,8 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m orchestry.eval.ablation", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("reference", type=Path, help="the reference run's report folder")
-    parser.add_argument("levers", nargs="+", type=Path, help="report folders of the levers")
+    parser.add_argument("reference", help="the reference run's report folder (REPORT[:METHOD])")
+    parser.add_argument("levers", nargs="+", help="report folders to compare (REPORT[:METHOD])")
     parser.add_argument("--out", type=Path, required=True, help="the folder to write")
     parser.add_argument("--method", default="magrpo", help="the method compared (default magrpo)")
     parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")

@@ -74,8 +74,10 @@ def gguf() -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
 
 @pytest.fixture(scope="module")
 def spec() -> ModelSpec:
-    """The embedded model as the stages convert it (once per checkout: conftest.MODEL_CACHE)."""
-    return model_spec(cache_dir=str(MODEL_CACHE))
+    """The embedded model as the stages convert it (once per checkout: conftest.MODEL_CACHE), in
+    float32: paths that must agree are compared to float32's rounding (bfloat16, the default, rounds
+    differently for different batch shapes)."""
+    return model_spec(cache_dir=str(MODEL_CACHE), dtype="float32")
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +118,8 @@ def reference_greedy(
 def test_converted_model_has_the_gguf_logits(
     tmp_path: Path, gguf: tuple[PreTrainedModel, PreTrainedTokenizerBase]
 ) -> None:
-    spec = model_spec(cache_dir=str(tmp_path))  # a conversion of its own, into an empty cache
+    # a conversion of its own, into an empty cache; float32, as the GGUF loads
+    spec = model_spec(cache_dir=str(tmp_path), dtype="float32")
     save_plain_model(*gguf, tmp_path / EMBEDDED_MODEL)
     converted = tmp_path / EMBEDDED_MODEL
     assert (converted / "model.safetensors").is_file() and (converted / "tokenizer.json").is_file()

@@ -32,8 +32,10 @@ def one_thread() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def spec() -> ModelSpec:
-    """The embedded model as the stages convert it (once per checkout: conftest.MODEL_CACHE)."""
-    return model_spec(cache_dir=str(MODEL_CACHE))
+    """The embedded model as the stages convert it (once per checkout: conftest.MODEL_CACHE), in
+    float32: paths that must agree are compared to float32's rounding (bfloat16, the default, rounds
+    differently for different batch shapes)."""
+    return model_spec(cache_dir=str(MODEL_CACHE), dtype="float32")
 
 
 def team(spec: ModelSpec, path: str, targets: tuple[str, ...]) -> TeamPolicy:

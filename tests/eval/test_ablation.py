@@ -10,7 +10,7 @@ from orchestry.eval.ablation import main, settings_apart
 from orchestry.eval.paired import per_problem_csv, per_problem_rows
 
 
-def report(folder, pass_rates: dict[str, float], gate: str = "any"):
+def report(folder, pass_rates: dict[str, float], gate: str = "any", method: str = "magrpo"):
     """A report folder: params.yaml and per_problem.csv of a team whose test pass rate per problem
     is given (2 samples each)."""
     folder.mkdir()
@@ -25,7 +25,7 @@ def report(folder, pass_rates: dict[str, float], gate: str = "any"):
         for pid, rate in pass_rates.items()
         for _ in range(2)
     ]
-    (folder / "per_problem.csv").write_text(per_problem_csv(per_problem_rows({"magrpo": rows})))
+    (folder / "per_problem.csv").write_text(per_problem_csv(per_problem_rows({method: rows})))
     return folder
 
 
@@ -76,3 +76,16 @@ def test_settings_apart_names_the_dotted_keys_that_differ():
     a = {"train": {"lr": 1, "turns": 1}, "seed": 0}
     assert settings_apart(a, {"train": {"lr": 1, "turns": 2}, "seed": 0}) == ["train.turns=2"]
     assert settings_apart(a, a) == []
+
+
+def test_report_colon_method_reads_another_method_of_a_report(tmp_path):
+    pids = [f"coop/p{i}" for i in range(4)]
+    team = report(tmp_path / "team", dict.fromkeys(pids, 0.5))
+    older = report(tmp_path / "older", dict.fromkeys(pids, 0.25), method="single")
+    out = tmp_path / "ablation"
+    assert main([str(team), f"{older}:single", "--out", str(out), "--resamples", "50"]) == 0
+    with (out / "ablation.csv").open() as f:
+        rows = [r for r in csv.DictReader(f) if r["metric"] == "test_pass_rate"]
+    assert {r["lever"] for r in rows} == {"older:single"}
+    assert float(rows[0]["diff"]) == pytest.approx(-0.25)
+    assert "Against `team`" in (out / "ablation.md").read_text()

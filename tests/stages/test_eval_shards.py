@@ -19,7 +19,13 @@ from orchestry.stages.from_params import (
 )
 from orchestry.stages.shards import in_split_order, rows_in_shards
 
-TINY = {"sampling": {"max_new_tokens": 24}, "evaluate": {"n_samples": 2, "bootstrap": 20}}
+# float32: a rank's rows are compared with one process's to the bit (bfloat16, the default, rounds
+# differently with the number of threads)
+TINY = {
+    "model": {"dtype": "float32"},
+    "sampling": {"max_new_tokens": 24},
+    "evaluate": {"n_samples": 2, "bootstrap": 20},
+}
 
 
 @pytest.mark.slow
