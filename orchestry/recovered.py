@@ -94,9 +94,19 @@ def rules_over(tree: Path) -> ModuleType:
     return module
 
 
+ABLATION_CODE = (
+    "orchestry/eval/ablation.py",
+    "orchestry/eval/metrics.py",
+    "orchestry/eval/paired.py",
+)
+"""What `python -m orchestry.eval.ablation` runs (a folder with ablation.csv is its output)."""
+
+
 def producing_code(rules: ModuleType, kind: str, name: str) -> list[str]:
     """The files that made a result of `kind` ("experiment", "pipeline" or "bench") called `name`,
     by `rules` (a code_deps over some tree); ValueError where that tree lacks what the rules need."""
+    if kind == "ablation":
+        return list(ABLATION_CODE)
     root: Path = rules.ROOT
     if kind == "bench":
         return rules.script_code(root / "benchmarks" / f"{bench_script(name)}.py")
@@ -149,6 +159,8 @@ def today_hash(kind: str, name: str) -> str | None:
 
 
 def kind_of(folder: Path) -> str:
+    if (folder / "ablation.csv").is_file():
+        return "ablation"
     return "pipeline" if folder.name in PIPELINE_FOLDERS else "experiment"
 
 

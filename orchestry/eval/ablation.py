@@ -29,6 +29,7 @@ import yaml
 from orchestry import io
 from orchestry.eval.paired import ALL_SETS, CODE_METRICS, excludes_zero, paired_difference
 from orchestry.provenance import hardware, manifest
+from orchestry.recovered import ABLATION_CODE
 
 COLUMNS = (
     "lever",
@@ -188,8 +189,11 @@ def write_ablation(
         "resamples": resamples,
         "seed": seed,
     }
-    code = ["orchestry/eval/ablation.py", "orchestry/eval/paired.py", "orchestry/eval/metrics.py"]
-    record = manifest(root, code, params, hardware(), started, time.time() - started)
+    record = manifest(root, ABLATION_CODE, params, hardware(), started, time.time() - started)
+    record["command"] = " ".join(
+        ["python -m orchestry.eval.ablation", reference, *levers, "--out", str(out)]
+        + ([] if method == "magrpo" else ["--method", method])
+    )
     io.write_json(partial / "manifest.json", record)
     shutil.rmtree(out, ignore_errors=True)
     partial.rename(out)

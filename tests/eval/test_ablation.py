@@ -89,3 +89,17 @@ def test_report_colon_method_reads_another_method_of_a_report(tmp_path):
     assert {r["lever"] for r in rows} == {"older:single"}
     assert float(rows[0]["diff"]) == pytest.approx(-0.25)
     assert "Against `team`" in (out / "ablation.md").read_text()
+
+
+def test_the_reports_index_knows_an_ablation_folder_and_its_code(tmp_path):
+    from orchestry.recovered import ABLATION_CODE, kind_of, producing_code
+
+    pids = ["coop/a", "coop/b"]
+    ref = report(tmp_path / "ref", dict.fromkeys(pids, 0.5))
+    out = tmp_path / "abl"
+    assert main([str(ref), str(ref), "--out", str(out), "--resamples", "20"]) == 0
+    assert kind_of(out) == "ablation" and kind_of(ref) == "experiment"
+    record = json.loads((out / "manifest.json").read_text())
+    assert record["command"].startswith("python -m orchestry.eval.ablation ")
+    assert record["code_files"] == len(ABLATION_CODE)
+    assert producing_code(None, "ablation", "abl") == list(ABLATION_CODE)
