@@ -192,7 +192,12 @@ def experiment_code() -> list[str]:
 
 
 def report(
-    work: Path, out: Path, configs: list[Path], times: dict[str, float], started: float
+    work: Path,
+    out: Path,
+    configs: list[Path],
+    times: dict[str, float],
+    started: float,
+    command: str = "",
 ) -> None:
     """reports/<name>/: the figures stage's outputs and the run's record, replaced as a whole."""
     partial = out.with_name(out.name + ".partial")
@@ -232,9 +237,10 @@ def report(
     if started or not run_record.exists():
         machine = hardware()
         wall_s = time.time() - started if started else sum(times.values())
-        io.write_json(
-            run_record, manifest(ROOT, experiment_code(), params, machine, started, wall_s)
-        )
+        record = manifest(ROOT, experiment_code(), params, machine, started, wall_s)
+        if command:  # the command line that ran it (`--only` and all)
+            record["command"] = command
+        io.write_json(run_record, record)
     record = json.loads(run_record.read_text())
     io.write_json(partial / "hardware.json", record["hardware"])
     if not started:  # this report was made apart from the run: say by which code
@@ -355,7 +361,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ExperimentFailed, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    report(work, out, args.configs, times, started)
+    given = sys.argv[1:] if argv is None else argv
+    command = " ".join(["python -m orchestry.experiment", *given]) if started else ""
+    report(work, out, args.configs, times, started, command)
     log(f"done in {sum(times.values()):.0f} s of stages; report in {out}")
     return 0
 

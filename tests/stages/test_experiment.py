@@ -81,6 +81,7 @@ def test_experiment_runs_apart_reports_and_goes_on_where_it_stopped(tiny_repo):
     record = json.loads((out / "manifest.json").read_text())
     assert len(record["commit"]) == 40 and record["dirty"] is False and record["wall_s"] > 0
     assert record["params"]["env"]["name"] == "code_review" and len(record["code_sha256"]) == 64
+    assert record["command"] == " ".join(["python -m orchestry.experiment exp.yaml", *only])
     # the committed pipeline's outputs are left alone: everything ran in build/experiments/exp
     assert not (repo / "results" / "train").exists()
     assert (repo / "build" / "experiments" / "exp" / "results" / "train" / "adapters").is_dir()
