@@ -118,7 +118,7 @@ def row(folder: Path, root: Path) -> str:
         f"[`{folder.name}`]({folder.name}/)",
         description(folder, record).replace("|", "/"),
         f"`{command}`",
-        f"`{record['commit'][:10]}`",
+        f"`{commit[:10]}`",
         date,
         headline(folder),
         state,
