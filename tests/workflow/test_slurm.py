@@ -93,6 +93,23 @@ def without_timings(path: Path) -> list[dict] | dict:
     return {k: v for k, v in json.loads(path.read_text()).items() if k not in TIMINGS}
 
 
+def approx_numbers(value, exact: bool = False):
+    """`value` with every number (or numeric CSV cell) as a float, and as pytest.approx to 1% unless
+    `exact`; the rest unchanged."""
+    if isinstance(value, list):
+        return [approx_numbers(v, exact) for v in value]
+    if isinstance(value, dict):
+        return {k: approx_numbers(v, exact) for k, v in value.items()}
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value) if exact else pytest.approx(float(value), rel=1e-2, abs=1e-4)
+    return value
+
+
 def test_slurm_profile_runs_the_pipeline_like_dvc(tiny_pipeline, local_slurm, tmp_path):
     local = tiny_pipeline.repo  # the shared run: `dvc repro` on the same params
     repo = copy_repo(tmp_path / "repo")
@@ -139,5 +156,9 @@ def test_slurm_profile_runs_the_pipeline_like_dvc(tiny_pipeline, local_slurm, tm
     assert (repo / "results/train/rollouts.jsonl").read_bytes() == (
         local / "results/train/rollouts.jsonl"
     ).read_bytes()
+    # the same samples (rollouts, above) and the same steps; the losses and gradient norms to 1%:
+    # Snakemake gives each job its rule's threads (OMP_NUM_THREADS=2) while the shared run beside
+    # another test process has one, and bfloat16 sums round differently with the thread count
     for name in ["results/train/history.csv", "results/train/metrics.json"]:
-        assert without_timings(repo / name) == without_timings(local / name), name
+        got, want = without_timings(repo / name), without_timings(local / name)
+        assert approx_numbers(got) == approx_numbers(want, exact=True), name

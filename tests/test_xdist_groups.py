@@ -1,0 +1,58 @@
+"""`make test` keeps each `xdist_group` on one process (`--dist loadgroup`).
+
+pytest 9.2 stopped reading the node-id suffix that pytest-xdist 3.8 writes to group tests, so every
+group was split over both processes: the shared tiny pipeline (conftest.py `tiny_pipeline`, minutes)
+was built once per process, and the tests that must not run side by side (DVC in the repository
+root, the SLURM daemons) could. requirements-lock.txt pins a pytest that works with it; this test runs
+a throwaway suite the way `make test` runs the real one and fails if a group is split again."""
+
+import os
+import subprocess
+import sys
+
+SUITE = """
+import os
+import pytest
+
+pytestmark = pytest.mark.xdist_group("shared")
+
+
+@pytest.mark.parametrize("i", range(6))
+def test_grouped(i):
+    with open(os.environ["WORKERS_FILE"], "a") as f:
+        f.write(f"grouped {os.environ['PYTEST_XDIST_WORKER']}\\n")
+"""
+FREE = """
+import os
+import time
+import pytest
+
+
+@pytest.mark.parametrize("i", range(6))
+def test_free(i):
+    time.sleep(0.2)
+    with open(os.environ["WORKERS_FILE"], "a") as f:
+        f.write(f"free {os.environ['PYTEST_XDIST_WORKER']}\\n")
+"""
+
+
+def test_a_group_runs_on_one_process(tmp_path):
+    (tmp_path / "test_grouped.py").write_text(SUITE)
+    (tmp_path / "test_free.py").write_text(FREE)
+    workers = tmp_path / "workers.txt"
+    argv = [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadgroup"]
+    argv += ["-p", "no:cacheprovider", "-o", "addopts=", str(tmp_path)]
+    env_file = {"WORKERS_FILE": str(workers)}
+    proc = subprocess.run(
+        argv,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env_file},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [line.split() for line in workers.read_text().splitlines()]
+    grouped = {w for kind, w in lines if kind == "grouped"}
+    assert len([1 for kind, _ in lines if kind == "grouped"]) == 6
+    assert len(grouped) == 1, f"the group ran on {sorted(grouped)}"
