@@ -57,7 +57,8 @@ def local_slurm(tmp_path: Path) -> Path:
 
 
 def one_node_profile(dest: Path) -> Path:
-    """The slurm profile with each job's CPUs and memory capped at this node's; nothing else changed."""
+    """The slurm profile with each job's memory capped at this node's and one CPU a job; nothing
+    else changed."""
     node = subprocess.run(
         ["scontrol", "show", "node"], capture_output=True, text=True, check=True
     ).stdout
@@ -65,7 +66,9 @@ def one_node_profile(dest: Path) -> Path:
     mem_mb = int(re.search(r"RealMemory=(\d+)", node).group(1))
     profile = yaml.safe_load(PROFILE.read_text())
     for resources in [profile["default-resources"], *profile["set-resources"].values()]:
-        resources["cpus_per_task"] = min(resources["cpus_per_task"], cpus)
+        # one CPU a job: beside the other test process, two OpenMP threads on 2 cores spin-wait
+        # (the test once took 788 s so)
+        resources["cpus_per_task"] = min(resources["cpus_per_task"], cpus, 1)
         resources["mem_mb"] = min(resources["mem_mb"], mem_mb)
     dest.mkdir()
     (dest / "config.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
@@ -93,20 +96,21 @@ def without_timings(path: Path) -> list[dict] | dict:
     return {k: v for k, v in json.loads(path.read_text()).items() if k not in TIMINGS}
 
 
-def approx_numbers(value, exact: bool = False):
-    """`value` with every number (or numeric CSV cell) as a float, and as pytest.approx to 1% unless
-    `exact`; the rest unchanged."""
+def approx_numbers(value, key: str = "", exact: bool = False):
+    """`value` with every number (or numeric CSV cell) as a float; a training loss or gradient norm
+    (`loss/...`, `grad_norm/...`) as pytest.approx to 10% unless `exact`; the rest unchanged."""
     if isinstance(value, list):
-        return [approx_numbers(v, exact) for v in value]
+        return [approx_numbers(v, key, exact) for v in value]
     if isinstance(value, dict):
-        return {k: approx_numbers(v, exact) for k, v in value.items()}
+        return {k: approx_numbers(v, k, exact) for k, v in value.items()}
     if isinstance(value, str):
         try:
             value = float(value)
         except ValueError:
             return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value) if exact else pytest.approx(float(value), rel=1e-2, abs=1e-4)
+        loose = key.startswith(("loss/", "grad_norm/")) and not exact
+        return pytest.approx(float(value), rel=0.1, abs=1e-3) if loose else float(value)
     return value
 
 
@@ -156,9 +160,9 @@ def test_slurm_profile_runs_the_pipeline_like_dvc(tiny_pipeline, local_slurm, tm
     assert (repo / "results/train/rollouts.jsonl").read_bytes() == (
         local / "results/train/rollouts.jsonl"
     ).read_bytes()
-    # the same samples (rollouts, above) and the same steps; the losses and gradient norms to 1%:
-    # Snakemake gives each job its rule's threads (OMP_NUM_THREADS=2) while the shared run beside
-    # another test process has one, and bfloat16 sums round differently with the thread count
+    # the same samples (rollouts, above), steps and rewards; the losses and gradient norms to 10%: a
+    # job's threads may differ from the shared run's (one beside another test process, two alone), and
+    # bfloat16 sums round differently with the thread count (5% on a loss after one update, seen)
     for name in ["results/train/history.csv", "results/train/metrics.json"]:
         got, want = without_timings(repo / name), without_timings(local / name)
         assert approx_numbers(got) == approx_numbers(want, exact=True), name
