@@ -94,19 +94,19 @@ def rules_over(tree: Path) -> ModuleType:
     return module
 
 
-ABLATION_CODE = (
-    "orchestry/eval/ablation.py",
-    "orchestry/eval/metrics.py",
-    "orchestry/eval/paired.py",
-)
-"""What `python -m orchestry.eval.ablation` runs (a folder with ablation.csv is its output)."""
+def ablation_code() -> list[str]:
+    """What `python -m orchestry.eval.ablation` runs: its import closure (a folder with ablation.csv
+    is its output)."""
+    modules = code_deps.import_closure("orchestry.eval.ablation")
+    files = {code_deps.module_file(m) for m in modules} - {None}
+    return sorted(str(f.relative_to(code_deps.ROOT)) for f in files)
 
 
 def producing_code(rules: ModuleType, kind: str, name: str) -> list[str]:
     """The files that made a result of `kind` ("experiment", "pipeline" or "bench") called `name`,
     by `rules` (a code_deps over some tree); ValueError where that tree lacks what the rules need."""
     if kind == "ablation":
-        return list(ABLATION_CODE)
+        return ablation_code()
     root: Path = rules.ROOT
     if kind == "bench":
         return rules.script_code(root / "benchmarks" / f"{bench_script(name)}.py")

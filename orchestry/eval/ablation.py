@@ -29,7 +29,7 @@ import yaml
 from orchestry import io
 from orchestry.eval.paired import ALL_SETS, CODE_METRICS, excludes_zero, paired_difference
 from orchestry.provenance import hardware, manifest
-from orchestry.recovered import ABLATION_CODE
+from orchestry.recovered import ablation_code
 
 COLUMNS = (
     "lever",
@@ -189,7 +189,7 @@ def write_ablation(
         "resamples": resamples,
         "seed": seed,
     }
-    record = manifest(root, ABLATION_CODE, params, hardware(), started, time.time() - started)
+    record = manifest(root, ablation_code(), params, hardware(), started, time.time() - started)
     record["command"] = " ".join(
         ["python -m orchestry.eval.ablation", reference, *levers, "--out", str(out)]
         + ([] if method == "magrpo" else ["--method", method])

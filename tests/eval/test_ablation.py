@@ -92,7 +92,7 @@ def test_report_colon_method_reads_another_method_of_a_report(tmp_path):
 
 
 def test_the_reports_index_knows_an_ablation_folder_and_its_code(tmp_path):
-    from orchestry.recovered import ABLATION_CODE, kind_of, producing_code
+    from orchestry.recovered import ablation_code, kind_of, producing_code
 
     pids = ["coop/a", "coop/b"]
     ref = report(tmp_path / "ref", dict.fromkeys(pids, 0.5))
@@ -101,5 +101,6 @@ def test_the_reports_index_knows_an_ablation_folder_and_its_code(tmp_path):
     assert kind_of(out) == "ablation" and kind_of(ref) == "experiment"
     record = json.loads((out / "manifest.json").read_text())
     assert record["command"].startswith("python -m orchestry.eval.ablation ")
-    assert record["code_files"] == len(ABLATION_CODE)
-    assert producing_code(None, "ablation", "abl") == list(ABLATION_CODE)
+    assert record["code_files"] == len(ablation_code())
+    assert {"orchestry/eval/ablation.py", "orchestry/eval/paired.py"} <= set(ablation_code())
+    assert producing_code(None, "ablation", "abl") == ablation_code()
