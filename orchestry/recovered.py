@@ -94,19 +94,28 @@ def rules_over(tree: Path) -> ModuleType:
     return module
 
 
-def ablation_code() -> list[str]:
-    """What `python -m orchestry.eval.ablation` runs: its import closure (a folder with ablation.csv
-    is its output)."""
-    modules = code_deps.import_closure("orchestry.eval.ablation")
+# Folders written by a comparison tool over other reports: the file that marks one -> its module.
+TOOLS = {"ablation.csv": "orchestry.eval.ablation", "seeds.csv": "orchestry.eval.seeds"}
+
+
+def tool_code(module: str) -> list[str]:
+    """What `python -m MODULE` (a comparison tool of TOOLS) runs: its import closure."""
+    modules = code_deps.import_closure(module)
     files = {code_deps.module_file(m) for m in modules} - {None}
     return sorted(str(f.relative_to(code_deps.ROOT)) for f in files)
+
+
+def ablation_code() -> list[str]:
+    """What `python -m orchestry.eval.ablation` runs (a folder with ablation.csv is its output)."""
+    return tool_code(TOOLS["ablation.csv"])
 
 
 def producing_code(rules: ModuleType, kind: str, name: str) -> list[str]:
     """The files that made a result of `kind` ("experiment", "pipeline" or "bench") called `name`,
     by `rules` (a code_deps over some tree); ValueError where that tree lacks what the rules need."""
-    if kind == "ablation":
-        return ablation_code()
+    for marker, module in TOOLS.items():
+        if kind == marker.removesuffix(".csv"):
+            return tool_code(module)
     root: Path = rules.ROOT
     if kind == "bench":
         return rules.script_code(root / "benchmarks" / f"{bench_script(name)}.py")
@@ -159,8 +168,9 @@ def today_hash(kind: str, name: str) -> str | None:
 
 
 def kind_of(folder: Path) -> str:
-    if (folder / "ablation.csv").is_file():
-        return "ablation"
+    for marker in TOOLS:
+        if (folder / marker).is_file():
+            return marker.removesuffix(".csv")
     return "pipeline" if folder.name in PIPELINE_FOLDERS else "experiment"
 
 

@@ -40,8 +40,10 @@ def first_sentence(lines: list[str]) -> str:
 def description(folder: Path, record: dict[str, Any]) -> str:
     """What a folder is: the first sentence of its first config file's opening comment (or of its
     README), or what made it."""
-    if (folder / "ablation.md").is_file():  # python -m orchestry.eval.ablation
-        return (folder / "ablation.md").read_text().splitlines()[0].lstrip("# ")
+    for marker in recovered.TOOLS:  # python -m orchestry.eval.ablation / .seeds: its title
+        md = folder / marker.replace(".csv", ".md")
+        if md.is_file():
+            return md.read_text().splitlines()[0].lstrip("# ")
     names = [Path(c).name for c in recovered.configs_in_order(folder)]
     configs = [folder / f"config-{n}" for n in names if (folder / f"config-{n}").is_file()]
     for config in configs:

@@ -5,10 +5,9 @@ import json
 
 import pytest
 import yaml
-from conftest import ROOT, run_in
+from conftest import run_in
 
 from orchestry.params import ParamsError, parse_params
-from orchestry.stage_runs import stage_commands
 from orchestry.stages.figures import FROZEN_METHODS
 
 
@@ -48,34 +47,23 @@ def text_config(env: str, sets: set[str]) -> dict:
     }
 
 
-def without_frozen_teams() -> list[str]:
-    """`--only` and the pipeline's stages but the frozen-team ones (prompt_policy, beam): the story
-    pipeline runs those for every text environment; the others leave them out to save minutes."""
-    stages = [n for n, _ in stage_commands(ROOT / "dvc.yaml")]
-    return ["--only", ",".join(s for s in stages if s not in ("prompt_policy", "beam"))]
+def env_stages(baseline: str) -> list[str]:
+    """`--only` for a text environment beside story: its data, training, evaluation and one team
+    baseline. Story runs every stage (test_a_text_environment_runs_every_stage); the others (train
+    the single agent, the other baselines, schemes, figures, the frozen teams) run the same code on
+    any environment, which the story run and the contract test (tests/envs/test_contract.py) cover."""
+    return ["--only", ",".join(["prepare", "train", "evaluate", f"baseline@{baseline}"])]
 
 
-def check_text_report(repo, name: str, config: dict, frozen_left_out: bool = False) -> None:
-    """What `python -m orchestry.experiment` must have reported for a text environment's run
-    (`frozen_left_out`: run with `without_frozen_teams()`)."""
+def check_split_and_rollouts(repo, name: str, config: dict) -> None:
+    """A text environment's run: its own task sets, two training steps, rollouts of every agent
+    scored by reward parts (no tests to pass)."""
     env, sets = config["env"]["name"], set(config["prepare"]["sets"])
     out = repo / "reports" / name
     split = json.loads((out / "split.json").read_text())
     assert split["env"] == env and set(split["sets"]) == sets
     if env != "code_review":  # the code problems' sets stay out of the text environments' splits
         assert not {"coop", "humaneval"} & set(split["sets"])
-    header = (out / "comparison.csv").read_text().splitlines()[0].split(",")
-    assert {"method", "return_mean", "return_ci_low", "return_ci_high"} <= set(header)
-    assert "pass@1" not in header
-    methods = {line.split(",")[0] for line in (out / "comparison.csv").read_text().splitlines()[1:]}
-    trained_and_baselines = {
-        *("single", "naive_concat", "sequential", "discussion", "single_grpo", "magrpo")
-    }
-    assert methods == trained_and_baselines | (set() if frozen_left_out else set(FROZEN_METHODS))
-    paired = (out / "paired.csv").read_text().splitlines()
-    assert {line.split(",")[3] for line in paired[1:]} == {"return"}
-    results = (out / "results.md").read_text()
-    assert "MAGRPO (ours)" in results and "First vs last quarter" in results
     train = json.loads((out / "train_metrics.json").read_text())
     assert train["steps"] == 2 and "coop_rate_last_quarter" not in train
     work = repo / "build" / "experiments" / name
@@ -83,22 +71,60 @@ def check_text_report(repo, name: str, config: dict, frozen_left_out: bool = Fal
     agents = parse_params(config).model.agents
     assert rows and all(set(r["code"]) == set(agents) and "text" in r for r in rows)
     assert "correct" not in rows[0] and "total" in rows[0]["reward"]
+
+
+def check_env_run(repo, name: str, config: dict, baseline: str) -> None:
+    """What the runner reports for a run with `env_stages(baseline)`: no figures stage, so
+    methods.md, and paired.csv (the return alone) from the generations."""
+    check_split_and_rollouts(repo, name, config)
+    out = repo / "reports" / name
+    assert sorted(p.stem for p in (out / "methods").glob("*.json")) == sorted(["magrpo", baseline])
+    methods = (out / "methods.md").read_text()
+    assert "| magrpo |" in methods and f"| {baseline} |" in methods and "n/a" in methods
+    paired = (out / "paired.csv").read_text().splitlines()
+    assert {line.split(",")[3] for line in paired[1:]} == {"return"}
+    assert {line.split(",")[4] for line in paired[1:]} == {baseline}
+    assert not (out / "results.md").exists() and not (out / "figures").exists()
+
+
+def check_text_report(repo, name: str, config: dict) -> None:
+    """What `python -m orchestry.experiment` must have reported for a text environment's run of
+    every stage."""
+    check_split_and_rollouts(repo, name, config)
+    out = repo / "reports" / name
+    header = (out / "comparison.csv").read_text().splitlines()[0].split(",")
+    assert {"method", "return_mean", "return_ci_low", "return_ci_high"} <= set(header)
+    assert "pass@1" not in header
+    methods = {line.split(",")[0] for line in (out / "comparison.csv").read_text().splitlines()[1:]}
+    trained_and_baselines = {
+        *("single", "naive_concat", "sequential", "discussion", "single_grpo", "magrpo")
+    }
+    assert methods == trained_and_baselines | set(FROZEN_METHODS)
+    paired = (out / "paired.csv").read_text().splitlines()
+    assert {line.split(",")[3] for line in paired[1:]} == {"return"}
+    results = (out / "results.md").read_text()
+    assert "MAGRPO (ours)" in results and "First vs last quarter" in results
+    work = repo / "build" / "experiments" / name
     assert json.loads((work / "results/schemes/summary.json").read_text())["per_method"] == {}
     assert (out / "figures" / "baseline_comparison.png").is_file()
 
 
-# code_review runs in tests/stages/test_experiment.py, where it also checks the experiment runner
 @pytest.mark.e2e
-@pytest.mark.parametrize(
-    "env,sets,frozen", [("story", {"story"}, True), ("writing", {"tldr"}, False)]
-)
-def test_a_text_environment_runs_every_stage(tiny_repo, env, sets, frozen):
-    """Story runs every stage; writing (and code review, test_experiment.py) every stage but the
-    frozen-team ones, which run the same code on any text environment."""
+def test_story_runs_every_stage(tiny_repo):
+    """Every stage on a text environment: the story one."""
     repo, _ = tiny_repo
     # 32 new tokens: a text environment scores any text (code needs 64 to parse at all)
-    config = {**text_config(env, sets), "sampling": {"max_new_tokens": 32}}
+    config = {**text_config("story", {"story"}), "sampling": {"max_new_tokens": 32}}
     (repo / "text.yaml").write_text(yaml.safe_dump(config))
-    only = [] if frozen else without_frozen_teams()
-    run_in(repo, "python", "-m", "orchestry.experiment", "text.yaml", *only, timeout=1500)
-    check_text_report(repo, "text", config, frozen_left_out=not frozen)
+    run_in(repo, "python", "-m", "orchestry.experiment", "text.yaml", timeout=1500)
+    check_text_report(repo, "text", config)
+
+
+# code_review runs in tests/stages/test_experiment.py, where it also checks the experiment runner
+@pytest.mark.e2e
+def test_writing_trains_and_evaluates_by_its_name_alone(tiny_repo):
+    repo, _ = tiny_repo
+    config = {**text_config("writing", {"tldr"}), "sampling": {"max_new_tokens": 32}}
+    (repo / "text.yaml").write_text(yaml.safe_dump(config))
+    run_in(repo, "python", "-m", "orchestry.experiment", "text.yaml", *env_stages("discussion"))
+    check_env_run(repo, "text", config, "discussion")

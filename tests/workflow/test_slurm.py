@@ -39,6 +39,18 @@ def local_slurm(tmp_path: Path) -> Path:
         pytest.skip("a local SLURM needs root (workflow/scripts/local_slurm.sh)")
     state = tmp_path / "slurm"
     env = {**os.environ, "ORCHESTRY_SLURM_DIR": str(state)}
+    link = Path("/etc/slurm/slurm.conf")
+    if not link.exists() and not link.is_symlink():
+        # what a run killed before `stop` leaves: the script's link to a cluster no longer running;
+        # `start` must replace it, not refuse (this suite once skipped so)
+        killed = tmp_path / "killed"
+        killed.mkdir()
+        (killed / "slurm.conf").write_text(
+            "# written by workflow/scripts/local_slurm.sh: a one-node test cluster\n"
+        )
+        (killed / "pids").write_text("slurmctld 4194305\n")  # above every pid_max: not alive
+        link.parent.mkdir(exist_ok=True)
+        link.symlink_to(killed / "slurm.conf")
 
     def script(command: str) -> subprocess.CompletedProcess:
         return subprocess.run(
@@ -47,12 +59,15 @@ def local_slurm(tmp_path: Path) -> Path:
 
     try:
         started = script("start")
+        assert "is not this script's" not in started.stderr, started.stderr
         if started.returncode == 3:  # this machine cannot (no apt-get, no packages): say why
             pytest.skip(started.stderr.strip())
         assert started.returncode == 0, started.stdout + started.stderr
         yield state
     finally:
         stopped = script("stop")
+        if link.is_symlink() and "killed" in str(link.readlink()):  # start stopped early
+            link.unlink()
         assert stopped.returncode == 0, stopped.stdout + stopped.stderr
 
 

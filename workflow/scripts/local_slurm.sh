@@ -11,7 +11,8 @@
 # root, no apt-get, the packages would not install); the message says why. Everything the cluster writes
 # (config, state, logs, PIDs) is under $ORCHESTRY_SLURM_DIR (default /tmp/orchestry-slurm); the clients
 # (sbatch, squeue, and srun inside a job) find the config through symlinks in /etc/slurm, which `start`
-# makes only where no other slurm.conf is and `stop` removes.
+# makes only where no other slurm.conf is (or only this script's link to a cluster no longer running, as
+# a killed test run leaves it) and `stop` removes.
 set -eu
 
 STATE=${ORCHESTRY_SLURM_DIR:-/tmp/orchestry-slurm}
@@ -87,11 +88,22 @@ NodeName=$host Name=gpu Count=1 File=/dev/null
 EOF
 }
 
+stale_link() { # stale_link PATH: a link this script made for another cluster, whose slurmctld is gone
+    target=$(readlink "$1" || true)
+    [ -n "$target" ] || return 1
+    head -n 1 "$target" 2>/dev/null | grep -q "^$MARK" || return 1
+    ! alive "$(sed -n 's/^slurmctld //p' "$(dirname "$target")/pids" 2>/dev/null || true)"
+}
+
 link_config() { # the clients read $ETC/slurm.conf; never replace a config this script did not write
     mkdir -p "$ETC"
     for name in slurm.conf gres.conf; do
         if [ -e "$ETC/$name" ] && [ "$(readlink "$ETC/$name" || true)" != "$STATE/$name" ]; then
-            cannot "$ETC/$name exists and is not this script's; stop that cluster or move the file"
+            if stale_link "$ETC/$name"; then  # left by a run killed before `stop`
+                echo "replacing $ETC/$name -> $(readlink "$ETC/$name") (its cluster is not running)" >&2
+            else
+                cannot "$ETC/$name exists and is not this script's; stop that cluster or move the file"
+            fi
         fi
         ln -sfn "$STATE/$name" "$ETC/$name"
     done
