@@ -82,9 +82,11 @@ def one_node_profile(dest: Path) -> Path:
     profile = yaml.safe_load(PROFILE.read_text())
     for resources in [profile["default-resources"], *profile["set-resources"].values()]:
         # one CPU a job: beside the other test process, two OpenMP threads on 2 cores spin-wait
-        # (the test once took 788 s so)
         resources["cpus_per_task"] = min(resources["cpus_per_task"], cpus, 1)
         resources["mem_mb"] = min(resources["mem_mb"], mem_mb)
+    # and one thread a rule: Snakemake in the job sets OMP_NUM_THREADS to the rule's `threads` (2 for
+    # the model stages), whatever the job's CPUs; a smoke step then took 288 s instead of 18
+    profile["set-threads"] = dict.fromkeys(PARTITIONS, 1)
     dest.mkdir()
     (dest / "config.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
     return dest
@@ -151,6 +153,8 @@ def test_slurm_profile_runs_the_pipeline_like_dvc(tiny_pipeline, local_slurm, tm
         "squeue",
         "--slurm-init-seconds-before-status-checks",
         "2",
+        "--seconds-between-status-checks",  # each finished job seen in a second, not ten
+        "1",
         "--slurm-keep-successful-logs",  # the per-job logs name the SLURM job ids checked below
         timeout=1500,  # minutes on an idle 2-core machine; a loaded one is several times slower
     )
