@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -26,10 +25,8 @@ from typing import Any
 
 import yaml
 
-from orchestry import io
 from orchestry.eval.paired import ALL_SETS, CODE_METRICS, excludes_zero, paired_difference
-from orchestry.provenance import hardware, manifest
-from orchestry.recovered import ablation_code
+from orchestry.eval.tool_folder import csv_text, write_folder
 
 COLUMNS = (
     "lever",
@@ -171,17 +168,6 @@ def write_ablation(
     """The ablation folder, replaced as a whole (nothing written when a report is unusable)."""
     started = time.time()
     rows = ablation_rows(reference, levers, method, resamples, seed)
-    partial = out.with_name(out.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    lines = [",".join(COLUMNS)]
-    for r in rows:
-        lines.append(
-            ",".join(f"{r[c]:.6f}" if isinstance(r[c], float) else str(r[c]) for c in COLUMNS)
-        )
-    io.write_text(partial / "ablation.csv", "\n".join(lines) + "\n")
-    io.write_text(partial / "ablation.md", ablation_markdown(rows, reference, method))
-    root = Path(__file__).resolve().parents[2]
     params = {
         "reference": reference,
         "levers": list(levers),
@@ -189,14 +175,13 @@ def write_ablation(
         "resamples": resamples,
         "seed": seed,
     }
-    record = manifest(root, ablation_code(), params, hardware(), started, time.time() - started)
-    record["command"] = " ".join(
-        ["python -m orchestry.eval.ablation", reference, *levers, "--out", str(out)]
-        + ([] if method == "magrpo" else ["--method", method])
+    command = ["python -m orchestry.eval.ablation", reference, *levers, "--out", str(out)]
+    command += [] if method == "magrpo" else ["--method", method]
+    markdown = ablation_markdown(rows, reference, method)
+    table = csv_text(COLUMNS, rows)
+    write_folder(
+        out, "ablation", table, markdown, "orchestry.eval.ablation", params, command, started
     )
-    io.write_json(partial / "manifest.json", record)
-    shutil.rmtree(out, ignore_errors=True)
-    partial.rename(out)
     return rows
 
 

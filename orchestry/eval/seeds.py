@@ -25,7 +25,6 @@ problem in common, is an error naming it, and nothing is written.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -34,11 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from orchestry import io
 from orchestry.eval.ablation import AblationError, label, parse_source, team_values
 from orchestry.eval.paired import ALL_SETS, CODE_METRICS, paired_difference
-from orchestry.provenance import hardware, manifest
-from orchestry.recovered import tool_code
+from orchestry.eval.tool_folder import csv_text, write_folder
 
 COLLAPSED = 0.05  # held-out coop rate below this: the run no longer cooperates
 COLUMNS = (
@@ -202,31 +199,13 @@ def write_seeds(
     """The folder, replaced as a whole (nothing written when a report is unusable)."""
     started = time.time()
     rows = seed_rows([load_pair(p, method) for p in pairs], resamples, seed)
-    partial = out.with_name(out.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    lines = [",".join(COLUMNS)]
-    for r in rows:
-        cells = [r.get(c, "") for c in COLUMNS]
-        lines.append(",".join(f"{c:.6f}" if isinstance(c, float) else str(c) for c in cells))
-    io.write_text(partial / "seeds.csv", "\n".join(lines) + "\n")
-    io.write_text(partial / "seeds.md", seeds_markdown(rows))
-    root = Path(__file__).resolve().parents[2]
-    params = {
-        "pairs": list(pairs),
-        "method": method,
-        "resamples": resamples,
-        "seed": seed,
-    }
-    code = tool_code("orchestry.eval.seeds")
-    record = manifest(root, code, params, hardware(), started, time.time() - started)
-    record["command"] = " ".join(
-        ["python -m orchestry.eval.seeds", *pairs, "--out", str(out)]
-        + ([] if method == "magrpo" else ["--method", method])
+    params = {"pairs": list(pairs), "method": method, "resamples": resamples, "seed": seed}
+    command = ["python -m orchestry.eval.seeds", *pairs, "--out", str(out)]
+    command += [] if method == "magrpo" else ["--method", method]
+    table = csv_text(COLUMNS, rows)
+    write_folder(
+        out, "seeds", table, seeds_markdown(rows), "orchestry.eval.seeds", params, command, started
     )
-    io.write_json(partial / "manifest.json", record)
-    shutil.rmtree(out, ignore_errors=True)
-    partial.rename(out)
     return rows
 
 
@@ -242,9 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         rows = write_seeds(args.out, args.pairs, args.method, args.resamples, args.seed)
-    except AblationError as err:
+    except AblationError as err:  # as orchestry.eval.ablation: a report that cannot be compared
         print(f"error: {err}", file=sys.stderr)
-        return 1
+        return 2
     print(f"{sum(r['row'] == 'mean' for r in rows)} comparisons -> {args.out}")
     return 0
 

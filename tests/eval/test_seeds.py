@@ -49,9 +49,9 @@ def test_a_pair_without_a_shared_problem_or_a_half_pair_writes_nothing(tmp_path,
     team = report(tmp_path / "team", {"coop/a": 0.5})
     other = report(tmp_path / "other", {"coop/b": 0.5}, method="single_grpo")
     out = tmp_path / "seeds"
-    assert main([f"{team},{other}:single_grpo", "--out", str(out)]) == 1
+    assert main([f"{team},{other}:single_grpo", "--out", str(out)]) == 2
     assert "team,other:single_grpo: no held-out problem in common" in capsys.readouterr().err
-    assert main([str(team), "--out", str(out)]) == 1
+    assert main([str(team), "--out", str(out)]) == 2
     assert "a pair is RUN,AGAINST" in capsys.readouterr().err
     assert not out.exists() and not (tmp_path / "seeds.partial").exists()
 
