@@ -25,8 +25,8 @@ from typing import Any
 
 import yaml
 
-from orchestry.eval.paired import ALL_SETS, CODE_METRICS, excludes_zero, paired_difference
-from orchestry.eval.tool_folder import csv_text, write_folder
+from orchestry.eval.paired import ALL_SETS, CODE_METRICS, paired_difference
+from orchestry.eval.tool_folder import csv_text, diff_cells, write_folder
 
 COLUMNS = (
     "lever",
@@ -144,9 +144,7 @@ def ablation_markdown(rows: Sequence[Mapping[str, Any]], reference: str, method:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        diff, ci = f"{r['diff']:+.3f}", f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
-        if excludes_zero(r):
-            diff, ci = f"**{diff}**", f"**{ci}** *"
+        diff, ci = diff_cells(r)
         cells = [
             r["lever"],
             f"`{r['settings']}`",

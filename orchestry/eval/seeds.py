@@ -35,7 +35,7 @@ import numpy as np
 
 from orchestry.eval.ablation import AblationError, label, parse_source, team_values
 from orchestry.eval.paired import ALL_SETS, CODE_METRICS, paired_difference
-from orchestry.eval.tool_folder import csv_text, write_folder
+from orchestry.eval.tool_folder import csv_text, diff_cells, write_folder
 
 COLLAPSED = 0.05  # held-out coop rate below this: the run no longer cooperates
 COLUMNS = (
@@ -173,9 +173,7 @@ def seeds_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        diff, ci = f"{r['diff']:+.3f}", f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
-        if r["ci_low"] > 0 or r["ci_high"] < 0:
-            diff, ci = f"**{diff}**", f"**{ci}** *"
+        diff, ci = diff_cells(r)
         name = (
             f"{r['run']} − {r['against']}" if r["row"] == "pair" else f"**mean of {r['n_pairs']}**"
         )
