@@ -54,6 +54,11 @@ class PrepareParams(Section):
         "only: n_train 0; docs/generated_problems.md); story: `story` 40 themes; writing: "
         "`tldr` 40 posts, `arxiv` 40 abstracts); a set left out is not used.",
     )
+    split_seed: int | None = Field(
+        None,
+        description="Seed of the sets' shuffle (which problems are train and test); null = `seed`. "
+        "Fix it to compare training seeds on the same held-out problems.",
+    )
 
     @field_validator("sets")
     @classmethod

@@ -122,7 +122,10 @@ class SandboxParams(Section):
     """Limits for running model-written code and its tests (per program)."""
 
     timeout_s: float = Field(
-        5.0, gt=0.0, description="Wall clock for one program and its tests, in seconds."
+        15.0,
+        gt=0.0,
+        description="Wall clock for one program and its tests, in seconds; well above `cpu_s`, so "
+        "the CPU limit decides and a busy machine (a program waiting for a core) scores the same.",
     )
     cpu_s: int = Field(5, ge=1, description="CPU time limit of the program, in seconds.")
     memory_mb: int = Field(1024, ge=64, description="Address-space limit of the program, in MiB.")

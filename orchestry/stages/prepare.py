@@ -36,11 +36,12 @@ def run(params: Params) -> None:
     train: list[Any] = []
     test: list[Any] = []
     summary: dict[str, dict[str, int]] = {}
+    seed = params.seed if params.prepare.split_seed is None else params.prepare.split_seed
     for name, split in sorted(params.prepare.sets.items()):
         if split.n_train + split.n_test == 0 or name not in kind.tasks.SETS:
             continue
         tasks = kind.tasks.load_set(name)
-        tr, te = split_set(name, tasks, split.n_train, split.n_test, params.seed)
+        tr, te = split_set(name, tasks, split.n_train, split.n_test, seed)
         train += tr
         test += te
         summary[name] = {"available": len(tasks), "train": len(tr), "test": len(te)}
@@ -56,7 +57,7 @@ def run(params: Params) -> None:
         rows = [to_dict(t) for t in train], [to_dict(t) for t in test]
     io.write_jsonl(paths.split("train"), rows[0])
     io.write_jsonl(paths.split("test"), rows[1])
-    info: dict[str, Any] = {"seed": params.seed, "sets": summary}
+    info: dict[str, Any] = {"seed": seed, "sets": summary}
     if env != "code":  # the code task's summary keeps its earlier form
         info["env"] = env
     io.write_json(paths.PREPARED_SUMMARY, info)

@@ -10,6 +10,7 @@ import pytest
 import torch
 from conftest import MODEL_CACHE, lora, model_spec
 
+from orchestry.agents.lora import graph_update
 from orchestry.agents.lora.base_model import (
     ModelSpec,
 )
@@ -71,14 +72,17 @@ def rows(policy: TeamPolicy) -> dict[str, list[tuple[list[int], list[int], float
 
 
 @pytest.mark.parametrize(
-    "targets", [("q_proj", "k_proj", "v_proj", "o_proj"), ("q_proj", "v_proj", "up_proj")]
+    "targets,padded",
+    [(("q_proj", "k_proj", "v_proj", "o_proj"), True), (("q_proj", "v_proj", "up_proj"), False)],
 )
 def test_mixed_rows_get_their_own_adapters_logprobs_and_gradients(
-    spec: ModelSpec, targets: tuple[str, ...]
+    spec: ModelSpec, targets: tuple[str, ...], padded: bool, monkeypatch
 ) -> None:
     """Projections without LoRA in a fused group (k of q/k/v, gate of gate/up) are covered by the
-    second set of targets. The mixed pass pads its rows to a bucketed shape (`graph_update`, here
-    eagerly): padding rows and columns must change neither a row's log-prob nor a gradient."""
+    second set of targets. On a GPU the mixed pass pads its rows to a bucketed shape
+    (`graph_update`), here eagerly in the first case: padding rows and columns must change neither
+    a row's log-prob nor a gradient. The second runs unpadded, as a pass on a CPU does."""
+    monkeypatch.setattr(graph_update, "PAD_ON_CPU", padded)
     policy = team(spec, "written", targets)
     assert policy.mixes(list(AGENTS))
     data = rows(policy)

@@ -259,6 +259,23 @@ def test_prepare_writes_the_generated_and_paper_sets(tmp_path, monkeypatch):
     assert summary["humaneval_paper"] == {"available": 164, "train": 2, "test": 1}
 
 
+def test_split_seed_fixes_the_split_whatever_the_training_seed(tmp_path, monkeypatch):
+    """`prepare.split_seed` draws the split in place of `seed`, so runs of several training seeds
+    answer the same held-out problems; unset, `seed` draws it as before."""
+    monkeypatch.chdir(tmp_path)
+
+    def test_ids(seed: int, **prepare_keys) -> list[str]:
+        sets = {"gen_unseen": {"n_train": 0, "n_test": 3}}
+        prepare.run(parse_params({"seed": seed, "prepare": {"sets": sets, **prepare_keys}}))
+        rows = (tmp_path / "data/prepared/test.jsonl").read_text().splitlines()
+        return [json.loads(line)["id"] for line in rows]
+
+    seed0 = test_ids(0)
+    assert test_ids(1, split_seed=0) == seed0
+    assert json.loads((tmp_path / "data/prepared/summary.json").read_text())["seed"] == 0
+    assert test_ids(1) != seed0
+
+
 @pytest.mark.parametrize(
     ("sets", "needle"),
     [

@@ -10,8 +10,10 @@ static buffers, and its forward, per-row loss and backward are replayed from one
 A padding row has no real completion token and a weight of 0, a padding prompt no real token, so
 neither changes a real row's log-probs nor any gradient. The gradients come back per adapter
 (`torch.autograd.grad`, not `.grad`, so the warm-up runs before a capture leave no trace); the caller
-adds them to the adapters it holds rows of. On a CPU the same code runs eagerly (the tests compare it
-with the unpadded pass and with peft's per-adapter passes).
+adds them to the adapters it holds rows of. On a CPU the same code runs eagerly and unpadded (nothing
+is recorded there, and a bucketed shape of a few real rows is mostly padding: ten times the work in
+the tests' passes); `PAD_ON_CPU` pads it as on a GPU, so the tests can check that padding changes
+nothing against peft's per-adapter passes.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ The graphs share one memory pool, and each keeps only its inputs and its gradien
 default LoRA)."""
 RECORD = True
 """Whether passes on a GPU are recorded and replayed (False: run eagerly, for comparisons)."""
+PAD_ON_CPU = False
+"""Whether a pass on a CPU is laid out in the bucketed shape too (the tests' padding check)."""
 RowLoss = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 """(advantages, log-prob sums, token counts) -> each row's loss; hashable (`algos/magrpo.RowLoss`)."""
 WARMUP_RUNS = 2
@@ -56,8 +60,18 @@ def _up(n: int, step: int) -> int:
     return -(-n // step) * step
 
 
-def pass_shape(prompts: Sequence[tuple], completions: Sequence[list[int]]) -> PassShape:
-    """The bucketed shape of rows whose distinct (prompt, adapter) pairs are `prompts`."""
+def pass_shape(
+    prompts: Sequence[tuple], completions: Sequence[list[int]], bucketed: bool = True
+) -> PassShape:
+    """The bucketed shape of rows whose distinct (prompt, adapter) pairs are `prompts` (or, not
+    `bucketed`, their own shape)."""
+    if not bucketed:
+        return PassShape(
+            len(completions),
+            len(prompts),
+            max(len(p) for p, _ in prompts),
+            max(map(len, completions)),
+        )
     return PassShape(
         _up(len(completions), ROW_BUCKET),
         1 << (len(prompts) - 1).bit_length(),
@@ -166,7 +180,7 @@ class GraphUpdate:
         index = [names.index(a) for a in row_adapter]
         device = forward.embed.weight.device
         unique = list(dict.fromkeys((tuple(p), a) for p, a in zip(prompts, index, strict=True)))
-        shape = pass_shape(unique, completions)
+        shape = pass_shape(unique, completions, device.type == "cuda" or PAD_ON_CPU)
         inputs = pass_inputs(
             index,
             prompts,
