@@ -1,6 +1,7 @@
 """Which problems each training step takes: the fixed plan, or a curriculum by measured success.
 
-`schedule_problems` is the data order: a seeded permutation of the split per epoch, cut into steps.
+`schedule_problems` is the data order: a seeded permutation of the split per epoch, cut into steps
+(`train.curriculum: by_grade`: each epoch from the easiest grade to the hardest).
 `Curriculum` (`train.curriculum: easy_first`) keeps the plan's first epoch, so every problem is
 measured once, then draws each step's problems by how well the team now solves them: easy problems
 first, and once mastered they drop back and harder ones take their place.
@@ -15,9 +16,9 @@ successes, so a run resumed from a checkpoint that kept `state()` takes the same
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -35,13 +36,21 @@ class _Identified(Protocol):
 
 
 def schedule_problems(
-    problems: Sequence[_Identified], per_step: int, epochs: int, seed: int
+    problems: Sequence[_Identified],
+    per_step: int,
+    epochs: int,
+    seed: int,
+    grade: Callable[[Any], int] | None = None,
 ) -> list[list[str]]:
-    """The data order: a seeded permutation per epoch, cut into steps of `per_step` problem ids."""
+    """The data order: a seeded permutation per epoch, cut into steps of `per_step` problem ids.
+    With `grade` (`train.curriculum: by_grade`), each epoch's permutation is stably sorted by it, so
+    an epoch runs from the lowest grade to the highest and in seeded order within a grade."""
     steps: list[list[str]] = []
     ids = [p.id for p in problems]
     for epoch in range(epochs):
-        order = np.random.default_rng([seed, epoch]).permutation(len(ids))
+        order = list(np.random.default_rng([seed, epoch]).permutation(len(ids)))
+        if grade is not None:
+            order.sort(key=lambda j: grade(problems[j]))
         for i in range(0, len(order), per_step):
             steps.append([ids[j] for j in order[i : i + per_step]])
     return steps

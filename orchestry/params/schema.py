@@ -270,9 +270,12 @@ class TrainParams(Section):
         description="Per-agent credit: each sample's value mixes the joint return (1 - w) with its "
         "reward next to reference partners (w); 0 = the paper's joint return only.",
     )
-    curriculum: Literal["none", "easy_first"] = Field(
+    curriculum: Literal["none", "by_grade", "easy_first"] = Field(
         "none",
-        description="Problem order: `none` (the seeded permutation per epoch) or `easy_first`: the "
+        description="Problem order: `none` (the seeded permutation per epoch); `by_grade`: each "
+        "epoch's permutation stably sorted by the problems' difficulty grade (trivial, easy, "
+        "medium, hard; hand-written problems say theirs, HumanEval's count as medium); or "
+        "`easy_first`: the "
         "first epoch as `none`, then each step draws `problems_per_step` distinct problems, seeded "
         "by (seed, step), with weight success + 0.05, success = mean test pass rate of the "
         "problem's first-turn joint actions at its last 2 visits; a mastered problem (success >= "

@@ -40,6 +40,7 @@ from orchestry.algos.pg_update import Optimizers, TrainingFailed, update_agents
 from orchestry.algos.rollout_queue import RolloutQueue
 from orchestry.algos.tree import ExpertFn, JudgeFn, Rollout, StartedRollout, start_rollout
 from orchestry.envs.base import Env
+from orchestry.envs.code.problems import difficulty_rank
 from orchestry.params import Params
 from orchestry.stages.checkpoints import load_checkpoint, save_checkpoint
 from orchestry.stages.from_params import (
@@ -282,8 +283,9 @@ def training_plan(params: Params) -> tuple[list[Any], list[list[str]]]:
     if not problems:
         raise TrainingFailed("the training split is empty; give prepare.sets some n_train")
     seed_everything(params.seed)
+    grade = difficulty_rank if params.train.curriculum == "by_grade" else None
     plan = schedule_problems(
-        problems, params.train.problems_per_step, params.train.epochs, params.seed
+        problems, params.train.problems_per_step, params.train.epochs, params.seed, grade
     )
     return problems, plan[: params.train.max_steps] if params.train.max_steps else plan
 

@@ -1,4 +1,5 @@
-"""The curriculum (`train.curriculum: easy_first`): the plan's first epoch, then success-weighted draws."""
+"""The curricula: `train.curriculum: by_grade` (each epoch easiest grade first) and `easy_first` (the
+plan's first epoch, then success-weighted draws)."""
 
 import pickle
 from collections import Counter
@@ -104,3 +105,18 @@ def test_schedule_problems_is_the_fixed_plan():
     plan = schedule_problems([P(i) for i in IDS], 4, epochs=2, seed=0)
     assert [len(s) for s in plan] == [4, 2, 4, 2]
     assert sorted(plan[0] + plan[1]) == sorted(IDS) == sorted(plan[2] + plan[3])
+
+
+def test_by_grade_runs_each_epoch_from_the_easiest_grade_in_seeded_order_within_one():
+    grades = {f"p{k}": k % 3 for k in range(6)}  # p0, p3: 0; p1, p4: 1; p2, p5: 2
+    plain = schedule_problems([P(i) for i in IDS], 1, epochs=2, seed=5)
+    graded = schedule_problems(
+        [P(i) for i in IDS], 1, epochs=2, seed=5, grade=lambda p: grades[p.id]
+    )
+    for epoch in (graded[:6], graded[6:]):
+        order = [s[0] for s in epoch]
+        assert [grades[i] for i in order] == [0, 0, 1, 1, 2, 2] and sorted(order) == sorted(IDS)
+    for e in (0, 1):  # within a grade, the plain plan's order
+        plain_order = [s[0] for s in plain[6 * e : 6 * e + 6]]
+        graded_order = [s[0] for s in graded[6 * e : 6 * e + 6]]
+        assert graded_order == sorted(plain_order, key=lambda i: grades[i])

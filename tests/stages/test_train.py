@@ -15,9 +15,9 @@ from orchestry.algos.curriculum import schedule_problems
 from orchestry.algos.magrpo import sample_advantages
 from orchestry.algos.pg_update import Optimizers, TrainingFailed, update_agents
 from orchestry.algos.tree import rollout
-from orchestry.envs.code.problems import load_problem_dir
+from orchestry.envs.code.problems import difficulty_rank, load_problem_dir
 from orchestry.params import parse_params
-from orchestry.stages import train
+from orchestry.stages import prepare, train
 from orchestry.stages.from_params import (
     advantage_settings,
     make_env,
@@ -231,3 +231,20 @@ def test_a_machine_where_dvclive_cannot_write_fails_before_training(tmp_path, mo
     with pytest.raises(TrainingFailed, match="dvclive cannot write the training record"):
         train.run(parse_params(tiny_params()))
     assert not (tmp_path / "results").exists()
+
+
+def test_by_grade_plan_takes_the_generated_problems_easiest_first(tmp_path, monkeypatch):
+    """`train.curriculum: by_grade` through the train stage's plan: every problem once an epoch,
+    grades never falling within it."""
+    sets = {"gen": {"n_train": 12, "n_test": 0}, "humaneval": {"n_train": 0, "n_test": 0}}
+    keys = {"prepare": {"sets": sets}, "train": {"problems_per_step": 3, "max_steps": 0}}
+    monkeypatch.chdir(tmp_path)
+    prepare.run(parse_params(keys))
+    problems, plan = train.training_plan(
+        parse_params({**keys, "train": {**keys["train"], "curriculum": "by_grade"}})
+    )
+    grade = {p.id: difficulty_rank(p) for p in problems}
+    assert len(set(grade.values())) > 1  # the draw holds several grades
+    for epoch in (plan[:4], plan[4:]):
+        order = [grade[i] for step in epoch for i in step]
+        assert order == sorted(order) and len(order) == 12

@@ -68,6 +68,11 @@ class Problem:
         return "\n\n\n".join(part for part in parts if part) + "\n"
 
 
+def difficulty_rank(problem: Problem) -> int:
+    """A problem's grade as a number (0 = trivial ... 3 = hard), for `train.curriculum: by_grade`."""
+    return DIFFICULTIES.index(problem.difficulty)
+
+
 def _fail(problem_id: str, field: str, message: str) -> ValueError:
     return ValueError(f"problem {problem_id!r}: field {field!r}: {message}")
 
