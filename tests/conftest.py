@@ -59,7 +59,7 @@ def tiny_params(**overrides: dict) -> dict:
     # 64: fewer and no completion parses, every reward is 0 and smoke (rightly) finds no update
     p["sampling"]["max_new_tokens"] = 64
     p["prepare"]["sets"] = {
-        "coop": {"n_train": 3, "n_test": 2},
+        "coop": {"n_train": 3, "n_test": 1},
         "humaneval": {"n_train": 0, "n_test": 0},
     }
     p["train"].update(
@@ -133,6 +133,17 @@ def tiny_repo(tmp_path: Path):
 
     write()
     return repo, write
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest tests first (whole pipelines, then model training, then the rest; collection
+    order within each): `make test`'s two processes take tests in this order, so none of the
+    minutes-long ones is left to start when the other process has run dry."""
+
+    def rank(item: pytest.Item) -> int:
+        return 0 if item.get_closest_marker("e2e") else 1 if item.get_closest_marker("slow") else 2
+
+    items.sort(key=rank)
 
 
 # --- The shared tiny pipeline --------------------------------------------------------------------

@@ -9,6 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import MODEL_CACHE
+
+from orchestry.agents.lora.base_model import EMBEDDED_MODEL, convert_gguf_model, embedded_gguf_path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -38,8 +41,13 @@ def test_gradient_check_needs_a_finite_norm_for_every_adapter_at_every_step() ->
 @pytest.mark.slow
 def test_tiny_cpu_run_writes_every_key(tmp_path: Path) -> None:
     out = tmp_path / "paper_scale.json"
+    # the tokenizer comes from the embedded model, converted once per checkout (conftest.MODEL_CACHE);
+    # the random model is built here
+    (tmp_path / EMBEDDED_MODEL).symlink_to(
+        convert_gguf_model(embedded_gguf_path(), MODEL_CACHE / EMBEDDED_MODEL)
+    )
     command = [sys.executable, str(REPO / "benchmarks" / "paper_scale.py"), "--shapes", "135m"]
-    command += ["--steps", "2", "--device", "cpu", "--problems-per-step", "2"]
+    command += ["--steps", "2", "--device", "cpu", "--problems-per-step", "1"]
     command += ["--group-size", "2", "--max-new-tokens", "4", "--cache-dir", str(tmp_path)]
     subprocess.run([*command, "--out", str(out)], check=True, cwd=REPO)
     report = json.loads(out.read_text())

@@ -31,7 +31,8 @@ TINY = {
 @pytest.mark.slow
 def test_two_processes_answer_each_problem_as_its_rank_would_alone(tiny_repo, monkeypatch):
     repo, write = tiny_repo
-    write(**{**TINY, "evaluate": {**TINY["evaluate"], "processes": 2}})
+    two = {"sets": {"coop": {"n_train": 3, "n_test": 2}}}  # a problem for each process
+    write(**{**TINY, "prepare": two, "evaluate": {**TINY["evaluate"], "processes": 2}})
     run_in(repo, "python", "-m", "orchestry", "prepare")
     done = run_in(repo, "python", "-m", "orchestry", "baseline", "--name", "naive_concat")
     assert "starting 2 processes" in done.stderr

@@ -72,7 +72,7 @@ def test_experiment_runs_apart_reports_and_goes_on_where_it_stopped(tiny_repo):
     assert yaml.safe_load((out / "params.yaml").read_text())["train"]["max_steps"] == 2
     header, *problems = (out / "per_problem.csv").read_text().splitlines()
     assert header.startswith("method,heldout_set,problem_id")
-    assert len(problems) == 2 * 2  # two methods x two problems
+    assert len(problems) == 2 * 1  # two methods x one test problem
     wall = json.loads((out / "wall_time.json").read_text())
     assert wall["total_s"] > 0 and "train" in wall["stages_s"]
     assert json.loads((out / "hardware.json").read_text())["cpu_cores"] >= 1
@@ -85,13 +85,12 @@ def test_experiment_runs_apart_reports_and_goes_on_where_it_stopped(tiny_repo):
     assert not (repo / "results" / "train").exists()
     assert (repo / "build" / "experiments" / "exp" / "results" / "train" / "adapters").is_dir()
 
-    # a second run finds every stage done; with the evaluate stage's stamp gone, only it runs
+    # a second run finds every stage done (a stage whose stamp is gone runs alone again:
+    # test_a_stage_without_its_stamp_runs_alone_again)
     rerun = ["python", "-m", "orchestry.experiment", "exp.yaml", *only, "--replace"]
-    assert "train: done before, skipped" in run_in(repo, *rerun).stderr
-    (repo / "build" / "experiments" / "exp" / ".experiment" / "evaluate.done").unlink()
     again = run_in(repo, *rerun).stderr
-    assert "baseline@sequential: done before, skipped" in again
-    assert "train: done before, skipped" in again and "evaluate: python -m orchestry" in again
+    assert "train: done before, skipped" in again
+    assert "baseline@sequential: done before, skipped" in again and "evaluate: done before" in again
     assert run.returncode == 0
 
     # the trained team on problems from outside the repository: no smoke, no train (and, to keep
@@ -220,6 +219,30 @@ def test_a_stage_whose_code_changed_runs_again_and_so_do_the_later_ones(tmp_path
     code["b"] = "2"
     run_stages(work, "origin", lambda message: None)
     assert journal.read_text().split() == ["a", "b", "c", "b", "c"]
+
+
+def test_a_stage_without_its_stamp_runs_alone_again(tmp_path, monkeypatch):
+    """A stage's stamp chains the stamps before it, not whether they ran: with one stamp gone
+    (a stage's outputs lost), that stage runs again and no other."""
+    import orchestry.stage_runs as runs
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "params.yaml").write_text("seed: 0\n")
+    journal = tmp_path / "journal.txt"
+    script = f"import sys; open({str(journal)!r}, 'a').write(sys.argv[-1] + '\\n')"
+    names = ["a", "b", "c"]
+    monkeypatch.setattr(runs, "pipeline_commands", lambda: [(n, n) for n in names])
+    monkeypatch.setattr(runs, "stage_commands", lambda path: [])
+    monkeypatch.setattr(runs, "stage_needs", lambda: {n: set() for n in names})
+    monkeypatch.setattr(runs, "stage_code_hash", lambda name: "1")
+    monkeypatch.setattr(runs, "with_params", lambda cmd, _: [sys.executable, "-c", script, cmd])
+    run_stages(work, "origin", lambda message: None)
+    (work / runs.STATE / "b.done").unlink()
+    said: list[str] = []
+    run_stages(work, "origin", said.append)
+    assert journal.read_text().split() == ["a", "b", "c", "b"]
+    assert "a: done before, skipped" in said and "c: done before, skipped" in said
 
 
 def test_an_edit_to_a_stage_s_real_code_reruns_it_and_one_outside_every_closure_does_not(

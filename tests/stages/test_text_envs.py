@@ -38,10 +38,11 @@ def test_settings_that_do_not_fit_the_environment_are_errors(overrides, message)
 
 
 def text_config(env: str, sets: set[str]) -> dict:
-    """A tiny experiment config of a text environment: two tasks a split, two steps, two samples."""
+    """A tiny experiment config of a text environment: two training tasks and one test task, two
+    steps, two samples."""
     return {
         "env": {"name": env},
-        "prepare": {"sets": {s: {"n_train": 2, "n_test": 2} for s in sets}},
+        "prepare": {"sets": {s: {"n_train": 2, "n_test": 1} for s in sets}},
         "train": {"max_steps": 2},
         "evaluate": {"n_samples": 2},
     }
@@ -113,8 +114,8 @@ def check_text_report(repo, name: str, config: dict) -> None:
 def test_story_runs_every_stage(tiny_repo):
     """Every stage on a text environment: the story one."""
     repo, _ = tiny_repo
-    # 32 new tokens: a text environment scores any text (code needs 64 to parse at all)
-    config = {**text_config("story", {"story"}), "sampling": {"max_new_tokens": 32}}
+    # 16 new tokens: a text environment scores any text (code needs 64 to parse at all)
+    config = {**text_config("story", {"story"}), "sampling": {"max_new_tokens": 16}}
     (repo / "text.yaml").write_text(yaml.safe_dump(config))
     run_in(repo, "python", "-m", "orchestry.experiment", "text.yaml", timeout=1500)
     check_text_report(repo, "text", config)
@@ -124,7 +125,7 @@ def test_story_runs_every_stage(tiny_repo):
 @pytest.mark.e2e
 def test_writing_trains_and_evaluates_by_its_name_alone(tiny_repo):
     repo, _ = tiny_repo
-    config = {**text_config("writing", {"tldr"}), "sampling": {"max_new_tokens": 32}}
+    config = {**text_config("writing", {"tldr"}), "sampling": {"max_new_tokens": 16}}
     (repo / "text.yaml").write_text(yaml.safe_dump(config))
     run_in(repo, "python", "-m", "orchestry.experiment", "text.yaml", *env_stages("discussion"))
     check_env_run(repo, "text", config, "discussion")

@@ -23,12 +23,12 @@ def prepared_sizes(repo: Path) -> tuple[int, int]:
 
 @pytest.mark.slow
 def test_snakemake_overrides_reach_the_stage(tiny_repo):
-    repo, _ = tiny_repo  # tiny params: coop n_train 3, n_test 2
+    repo, _ = tiny_repo  # tiny params: coop n_train 3, n_test 1
     (repo / "small.yaml").write_text(
         yaml.safe_dump({"prepare": {"sets": {"coop": {"n_train": 2}}}})
     )
     run_in(repo, "snakemake", "--cores", "1", *PREPARED, "--configfile", "small.yaml")
-    assert prepared_sizes(repo) == (2, 2)
+    assert prepared_sizes(repo) == (2, 1)
     # --config reaches Snakemake as strings ("1"); the stage gets the schema's int
     run_in(
         repo,
@@ -37,13 +37,13 @@ def test_snakemake_overrides_reach_the_stage(tiny_repo):
         "1",
         *PREPARED,
         "--config",
-        "prepare={sets: {coop: {n_test: 1}}}",
+        "prepare={sets: {coop: {n_test: 2}}}",
     )
-    assert prepared_sizes(repo) == (3, 1)
+    assert prepared_sizes(repo) == (3, 2)
     # without overrides the stage reads params.yaml again, and its command is dvc.yaml's
     plain = run_in(repo, "snakemake", "--cores", "1", "-p", *PREPARED)
     assert "python -m orchestry --log logs/prepare.log prepare" in plain.stdout + plain.stderr
-    assert prepared_sizes(repo) == (3, 2)
+    assert prepared_sizes(repo) == (3, 1)
     # an override of another section changes the params file's name but reruns nothing here
     other = run_in(
         repo, "snakemake", "--cores", "1", *PREPARED, "--config", "figures={smoothing: 3}"
@@ -72,7 +72,7 @@ def test_snakemake_bad_override_key_stops_before_any_job(tiny_repo):
 def test_dvc_exp_run_set_reaches_the_stage(tiny_repo):
     repo, _ = tiny_repo
     run_in(repo, "dvc", "exp", "run", "-S", "prepare.sets.coop.n_train=2", "prepare")
-    assert prepared_sizes(repo) == (2, 2)
+    assert prepared_sizes(repo) == (2, 1)
     # DVC refuses a key params.yaml lacks; forced in with `+`, the stage stops naming it (exit 2)
     refused = run_in(repo, "dvc", "exp", "run", "-S", "prepare.sets.coop.n_trian=1", check=False)
     assert refused.returncode != 0
