@@ -52,7 +52,8 @@ def test_two_turn_expert_edits_training_and_budget_stop(tiny_repo, monkeypatch):
             "group_size": 2,
             "checkpoint_every": 1,
         }
-        write(train=train, anthropic=anthropic)
+        # 32 new tokens: the expert is asked about every turn-1 joint action, parsed or not
+        write(train=train, anthropic=anthropic, sampling={"max_new_tokens": 32})
         env_key = {"ANTHROPIC_API_KEY": KEY}
         os.environ.update(env_key)
         try:
@@ -80,7 +81,8 @@ def test_two_turn_expert_edits_training_and_budget_stop(tiny_repo, monkeypatch):
                 if p.is_file():
                     p.unlink()
             n_before = len(server.requests)
-            write(train=train, anthropic={**anthropic, "budget_usd": 0.019})
+            budget = {**anthropic, "budget_usd": 0.019}
+            write(train=train, anthropic=budget, sampling={"max_new_tokens": 32})
             shutil.rmtree(repo / "cache/anthropic", ignore_errors=True)  # no cache hits
             proc = run_in(repo, sys.executable, "-m", "orchestry", "train", check=False)
             assert proc.returncode == 1 and "budget" in proc.stderr.lower()

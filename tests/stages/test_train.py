@@ -39,7 +39,7 @@ def adapter_bytes(repo: Path) -> dict[str, bytes]:
 @pytest.mark.slow
 def test_kill_9_then_resume_gives_bit_identical_adapters(tiny_repo, tmp_path):
     repo, write = tiny_repo
-    write(train={"max_steps": 3, "checkpoint_every": 1, "group_size": 2})
+    write(train={"max_steps": 2, "checkpoint_every": 1, "group_size": 2})
     run_in(repo, "python", "-m", "orchestry", "prepare")
     run_in(repo, "python", "-m", "orchestry", "train")
     reference = adapter_bytes(repo)
