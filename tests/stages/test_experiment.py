@@ -86,7 +86,7 @@ def test_experiment_runs_apart_reports_and_goes_on_where_it_stopped(tiny_repo):
     assert (repo / "build" / "experiments" / "exp" / "results" / "train" / "adapters").is_dir()
 
     # a second run finds every stage done (a stage whose stamp is gone runs alone again:
-    # test_a_stage_without_its_stamp_runs_alone_again)
+    # test_a_stage_whose_code_changed_runs_again_and_so_do_the_later_ones)
     rerun = ["python", "-m", "orchestry.experiment", "exp.yaml", *only, "--replace"]
     again = run_in(repo, *rerun).stderr
     assert "train: done before, skipped" in again
@@ -201,6 +201,7 @@ def test_stages_that_read_no_outputs_of_each_other_may_run_at_once():
 
 
 def test_a_stage_whose_code_changed_runs_again_and_so_do_the_later_ones(tmp_path, monkeypatch):
+    """After a code change that stage and the later ones run; with a stamp gone, that stage alone."""
     import orchestry.stage_runs as runs
 
     work = tmp_path / "work"
@@ -219,29 +220,12 @@ def test_a_stage_whose_code_changed_runs_again_and_so_do_the_later_ones(tmp_path
     code["b"] = "2"
     run_stages(work, "origin", lambda message: None)
     assert journal.read_text().split() == ["a", "b", "c", "b", "c"]
-
-
-def test_a_stage_without_its_stamp_runs_alone_again(tmp_path, monkeypatch):
-    """A stage's stamp chains the stamps before it, not whether they ran: with one stamp gone
-    (a stage's outputs lost), that stage runs again and no other."""
-    import orchestry.stage_runs as runs
-
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "params.yaml").write_text("seed: 0\n")
-    journal = tmp_path / "journal.txt"
-    script = f"import sys; open({str(journal)!r}, 'a').write(sys.argv[-1] + '\\n')"
-    names = ["a", "b", "c"]
-    monkeypatch.setattr(runs, "pipeline_commands", lambda: [(n, n) for n in names])
-    monkeypatch.setattr(runs, "stage_commands", lambda path: [])
-    monkeypatch.setattr(runs, "stage_needs", lambda: {n: set() for n in names})
-    monkeypatch.setattr(runs, "stage_code_hash", lambda name: "1")
-    monkeypatch.setattr(runs, "with_params", lambda cmd, _: [sys.executable, "-c", script, cmd])
-    run_stages(work, "origin", lambda message: None)
+    # a stage's stamp chains the stamps before it, not whether they ran: with one stamp gone (its
+    # outputs lost), that stage runs again and no other
     (work / runs.STATE / "b.done").unlink()
     said: list[str] = []
     run_stages(work, "origin", said.append)
-    assert journal.read_text().split() == ["a", "b", "c", "b"]
+    assert journal.read_text().split() == ["a", "b", "c", "b", "c", "b"]
     assert "a: done before, skipped" in said and "c: done before, skipped" in said
 
 
