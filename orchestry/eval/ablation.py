@@ -25,8 +25,8 @@ from typing import Any
 
 import yaml
 
-from orchestry.eval.paired import ALL_SETS, CODE_METRICS, paired_difference
-from orchestry.eval.tool_folder import csv_text, diff_cells, write_folder
+from orchestry.eval.paired import ALL_SETS, CODE_METRICS, diff_cells, paired_difference
+from orchestry.eval.tool_folder import csv_text, write_folder
 
 COLUMNS = (
     "lever",

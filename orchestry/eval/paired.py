@@ -211,6 +211,12 @@ def excludes_zero(row: Mapping[str, Any]) -> bool:
     return row["ci_low"] > 0 or row["ci_high"] < 0
 
 
+def diff_cells(row: Mapping[str, Any]) -> tuple[str, str]:
+    """A row's diff and 95% CI as markdown cells, in bold (and the CI marked `*`) when it excludes 0."""
+    diff, ci = f"{row['diff']:+.3f}", f"[{row['ci_low']:+.3f}, {row['ci_high']:+.3f}]"
+    return (f"**{diff}**", f"**{ci}** *") if excludes_zero(row) else (diff, ci)
+
+
 def paired_markdown(rows: Sequence[Mapping[str, Any]], labels: Mapping[str, str]) -> str:
     """The results.md section of the paired differences (`labels`: method -> its name there)."""
     lines = [
@@ -225,10 +231,7 @@ def paired_markdown(rows: Sequence[Mapping[str, Any]], labels: Mapping[str, str]
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        diff = f"{r['diff']:+.3f}"
-        ci = f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
-        if excludes_zero(r):
-            diff, ci = f"**{diff}**", f"**{ci}** *"
+        diff, ci = diff_cells(r)
         cells = [
             r["heldout_set"],
             str(r["n_problems"]),

@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 from orchestry.eval.ablation import AblationError, label, parse_source, team_values
-from orchestry.eval.paired import ALL_SETS, CODE_METRICS, paired_difference
-from orchestry.eval.tool_folder import csv_text, diff_cells, write_folder
+from orchestry.eval.paired import ALL_SETS, CODE_METRICS, diff_cells, paired_difference
+from orchestry.eval.tool_folder import csv_text, write_folder
 
 COLLAPSED = 0.05  # held-out coop rate below this: the run no longer cooperates
 COLUMNS = (

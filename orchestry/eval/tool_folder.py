@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from orchestry import io
-from orchestry.eval.paired import excludes_zero
 from orchestry.provenance import hardware, manifest
 from orchestry.recovered import tool_code
 
@@ -23,12 +22,6 @@ def csv_text(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:
         cells = [r.get(c, "") for c in columns]
         lines.append(",".join(f"{c:.6f}" if isinstance(c, float) else str(c) for c in cells))
     return "\n".join(lines) + "\n"
-
-
-def diff_cells(row: Mapping[str, Any]) -> tuple[str, str]:
-    """A row's diff and 95% CI as markdown cells, in bold (and the CI marked `*`) when it excludes 0."""
-    diff, ci = f"{row['diff']:+.3f}", f"[{row['ci_low']:+.3f}, {row['ci_high']:+.3f}]"
-    return (f"**{diff}**", f"**{ci}** *") if excludes_zero(row) else (diff, ci)
 
 
 def write_folder(

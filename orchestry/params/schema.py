@@ -176,10 +176,10 @@ class TrainParams(Section):
 
     epochs: int = Field(2, ge=1, description="Passes over the train split.")
     max_steps: int = Field(
-        18,
+        14,
         ge=0,
-        description="Stop after this many steps (0 = run all epochs); 18 steps fit the "
-        "15-minute CPU budget.",
+        description="Stop after this many steps (0 = run all epochs); 14 steps keep `make repro` "
+        "within 25 minutes on 2 cores (team ~28 s a step, single agent ~18 s; docs/findings.md).",
     )
     problems_per_step: int = Field(2, ge=1, description="Problems per MAGRPO step.")
     group_size: int = Field(4, ge=2, description="G: samples per agent at each node.")
