@@ -70,7 +70,7 @@ def tiny_params(**overrides: dict) -> dict:
     p["prompt_policy"].update(rounds=1, minibatch=1, samples=1, pareto_tasks=1, reflect_tokens=24)
     p["beam"].update(width=1, k=2, turns=1, searches=1)
     p["orchestrate"].update(
-        cost_weights=[0.0, 0.01], updates=2, episodes=2, max_steps=2, checkpoint_every=1
+        cost_weights=[0.0, 0.01], updates=1, episodes=2, max_steps=2, checkpoint_every=1
     )
     for section, values in overrides.items():
         if isinstance(values, dict):

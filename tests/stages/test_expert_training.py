@@ -53,7 +53,7 @@ def test_two_turn_expert_edits_training_and_budget_stop(tiny_repo, monkeypatch):
             "checkpoint_every": 1,
         }
         # 32 new tokens: the expert is asked about every turn-1 joint action, parsed or not
-        write(train=train, anthropic=anthropic, sampling={"max_new_tokens": 32})
+        write(train={**train, "max_steps": 1}, anthropic=anthropic, sampling={"max_new_tokens": 32})
         env_key = {"ANTHROPIC_API_KEY": KEY}
         os.environ.update(env_key)
         try:
@@ -63,9 +63,9 @@ def test_two_turn_expert_edits_training_and_budget_stop(tiny_repo, monkeypatch):
                 json.loads(x)
                 for x in (repo / "results/train/api_ledger.jsonl").read_text().splitlines()
             ]
-            # 2 steps x 2 turn-1 joint actions expanded with one expert call each; identical
+            # 1 step x 2 turn-1 joint actions expanded with one expert call each; identical
             # requests (same code from two samples) are answered from the cache without HTTP
-            assert len(ledger) == 4
+            assert len(ledger) == 2
             assert len(server.requests) == sum(not line["cached"] for line in ledger) >= 1
             # the expert saw the problem and the sandbox diagnostics of the node it reviews
             prompts = [json.dumps(r.body) for r in server.requests]

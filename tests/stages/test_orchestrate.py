@@ -32,7 +32,7 @@ def test_dvc_repro_of_the_opt_in_pipeline(tiny_pipeline):
     team = [r for r in rows if r["method"] == "team"]
     assert all(r["members"] == ["aux", "main"] for r in team)
     history = (repo / "results/orchestrate/history.csv").read_text().splitlines()
-    assert len(history) == 1 + 2 * 2 and history[0].startswith("cost_weight,update,loss")
+    assert len(history) == 1 + 2 * 1 and history[0].startswith("cost_weight,update,loss")
     assert "## λ = 0.01" in (repo / "reports/orchestrate/results.md").read_text()
     for fig in ("cost_accuracy", "transitions"):
         assert (repo / f"reports/orchestrate/{fig}.png").stat().st_size > 10_000

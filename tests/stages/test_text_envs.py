@@ -39,11 +39,14 @@ def test_settings_that_do_not_fit_the_environment_are_errors(overrides, message)
 
 def text_config(env: str, sets: set[str]) -> dict:
     """A tiny experiment config of a text environment: two training tasks and one test task, two
-    steps, two samples."""
+    steps of G=2, two samples, 16 new tokens (an environment that scores text scores any text; the
+    code environment needs 64 to parse at all, and code_review's runs check the wiring, not
+    rewards)."""
     return {
         "env": {"name": env},
         "prepare": {"sets": {s: {"n_train": 2, "n_test": 1} for s in sets}},
-        "train": {"max_steps": 2},
+        "sampling": {"max_new_tokens": 16},
+        "train": {"max_steps": 2, "group_size": 2},
         "evaluate": {"n_samples": 2},
     }
 
@@ -114,8 +117,7 @@ def check_text_report(repo, name: str, config: dict) -> None:
 def test_story_runs_every_stage(tiny_repo):
     """Every stage on a text environment: the story one."""
     repo, _ = tiny_repo
-    # 16 new tokens: a text environment scores any text (code needs 64 to parse at all)
-    config = {**text_config("story", {"story"}), "sampling": {"max_new_tokens": 16}}
+    config = text_config("story", {"story"})
     (repo / "text.yaml").write_text(yaml.safe_dump(config))
     run_in(repo, "python", "-m", "orchestry.experiment", "text.yaml", timeout=1500)
     check_text_report(repo, "text", config)
@@ -125,7 +127,7 @@ def test_story_runs_every_stage(tiny_repo):
 @pytest.mark.e2e
 def test_writing_trains_and_evaluates_by_its_name_alone(tiny_repo):
     repo, _ = tiny_repo
-    config = {**text_config("writing", {"tldr"}), "sampling": {"max_new_tokens": 16}}
+    config = text_config("writing", {"tldr"})
     (repo / "text.yaml").write_text(yaml.safe_dump(config))
     run_in(repo, "python", "-m", "orchestry.experiment", "text.yaml", *env_stages("discussion"))
     check_env_run(repo, "text", config, "discussion")
