@@ -59,7 +59,9 @@ def description(folder: Path, record: dict[str, Any]) -> str:
     if (folder / "README.md").is_file():
         prose = (folder / "README.md").read_text().split("\n\n")
         return first_sentence([p for p in prose if p.strip()][0].lstrip("# ").splitlines())
-    return f"made by `{record.get('command', 'the pipeline')}`"
+    if "command" in record:
+        return f"made by `{record['command']}`"
+    return f"the pipeline's `{record.get('stage', folder.name)}` stage"
 
 
 def method_returns(folder: Path) -> dict[str, float]:

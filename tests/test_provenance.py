@@ -70,6 +70,13 @@ def test_a_folder_without_a_manifest_is_named(tmp_path):
     ]
 
 
+def test_a_stage_folder_is_described_by_its_stage_and_a_run_by_its_command(tmp_path):
+    from orchestry.reports_index import description
+
+    assert description(tmp_path, {"stage": "figures"}) == "the pipeline's `figures` stage"
+    assert description(tmp_path, {"command": "make seeds"}) == "made by `make seeds`"
+
+
 def test_reports_readme_is_generated_from_the_manifests():
     from orchestry.reports_index import INDEX, index_text
 
