@@ -4,7 +4,8 @@ workflow/scripts/local_slurm.sh starts a one-node cluster (munged, slurmctld, sl
 by /dev/null, so the profile's `gpu` resources schedule on a machine without one). Snakemake submits
 prepare (a CPU job) and smoke (a GPU job: every model stage's rule asks for the same resources) with
 snakemake-executor-plugin-slurm; the outputs must equal those of the shared tiny `dvc repro` (conftest.py
-`tiny_pipeline`, the same params), and SLURM must have run each job in the partition the profile names. Needs root and Debian packages (CI has both); skipped otherwise.
+`tiny_pipeline`, the same params), and SLURM must have run each job in the partition the profile names.
+Needs root and Debian packages (CI has both); skipped otherwise.
 """
 
 import json
