@@ -12,11 +12,13 @@ import stat
 import sys
 import tempfile
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from conftest import limits
 
+from orchestry.envs.code.problems import load_problem_dir
 from orchestry.envs.code.sandbox import (
     SandboxJob,
     SandboxLimits,
@@ -31,6 +33,7 @@ from orchestry.envs.code.sandbox import (
 )
 from orchestry.envs.code.sandbox.isolation import CHILD_FILES, HARNESS, isolation_problem
 from orchestry.envs.code.sandbox.records import report_from_records
+from orchestry.envs.code.sandbox.runner import near_cpu_limit
 
 REPO = Path(__file__).resolve().parents[2]
 THIS_FILE = Path(__file__).resolve()
@@ -156,6 +159,33 @@ def test_cpu_limit_counts_as_a_timeout() -> None:
     r = run(program, "candidate(1)", entry_point="f", limits=lim)
     assert r.timed_out and r.passed == (False,)
     assert r.first_failure == "test 1: no result (CPU time limit exceeded)"
+    # The harness reports the CPU time the program's process used, here all of it.
+    assert r.cpu_used_s is not None and 0.9 <= r.cpu_used_s <= 2.1
+    quick = run(ADD, "assert add(1, 2) == 3")
+    assert quick.cpu_used_s is not None and quick.cpu_used_s < 0.5
+
+
+def test_default_limits_end_a_memory_filling_program_far_from_the_cpu_limit() -> None:
+    """A model-written program that fills the address space in every test, scored by default.
+
+    Each call raises MemoryError once the address space is full. Under the earlier 1 GiB limit
+    its seven tests took 4.4-4.9 s of CPU against `cpu_s` 5, so on a loaded machine the seventh
+    test sometimes never ran, and a fresh `make repro` scored it 0/7 instead of 1/7
+    (docs/troubleshooting.md). Under the default limit it ends far from `cpu_s`.
+    """
+    program = (
+        "import itertools\n\n"
+        "def top_words(text: str, k: int=3) -> list[str]:\n"
+        "    return [(text, t, k) for t in itertools.permutations("
+        "[word for word in text if len(word) == k])][:k]\n"
+    )
+    (problem,) = [p for p in load_problem_dir(REPO / "data" / "coop") if p.id == "coop/top_words"]
+    job = SandboxJob(program, problem.tests, problem.setup, problem.main.name)
+    lim = limits(timeout_s=30.0)  # the default limits, and wall clock to spare on a busy machine
+    r = run_tests_in_sandbox(job, lim)
+    assert r.n_passed == 1 and not r.timed_out
+    assert "MemoryError" in (r.first_failure or "")
+    assert r.cpu_used_s is not None and r.cpu_used_s < lim.cpu_s / 2
 
 
 def test_invalid_tests_and_limits_are_refused_at_the_boundary() -> None:
@@ -641,6 +671,20 @@ def test_run_many_matches_one_by_one() -> None:
     assert together[6].timed_out and together[6].passed == (False, False, False)
     assert math.isclose(sum(r.pass_rate for r in together), 2 * (1 + 1 / 3 + 1))
     assert run_many([], lim, workers=2) == []
+
+
+def test_run_many_names_programs_near_the_cpu_limit(caplog: pytest.LogCaptureFixture) -> None:
+    busy = "def add(a, b):\n    n = 0\n    while n < 10 ** 9:\n        n += 1\n    return a + b\n"
+    lim = limits(timeout_s=10.0, cpu_s=1)
+    with caplog.at_level("WARNING", logger="orchestry.envs.code.sandbox.runner"):
+        reports = run_many([SandboxJob(ADD, ("assert add(1, 2) == 3",))] * 2, lim, workers=2)
+    assert not caplog.records and near_cpu_limit(reports, lim) == []
+    half = replace(reports[0], cpu_used_s=0.6)
+    stopped = replace(reports[0], cpu_used_s=1.0, timed_out=True)
+    assert near_cpu_limit([reports[0], half, stopped], lim) == [1]
+    with caplog.at_level("WARNING", logger="orchestry.envs.code.sandbox.runner"):
+        run_many([SandboxJob(busy, ("add(1, 2)",), entry_point="add")], lim, workers=1)
+    assert not caplog.records  # stopped by the limit: its score does not hinge on the edge
 
 
 def test_parallel_sandboxes_get_distinct_uids() -> None:

@@ -207,19 +207,37 @@ def describe_status(status: int) -> bytes:
     return b"exit code %d" % os.waitstatus_to_exitcode(status)
 
 
-def reap() -> list[tuple[int, int]]:
-    """(pid, status) of every child that has ended since the last call, without waiting."""
+def reap() -> list[tuple[int, int, float]]:
+    """(pid, status, CPU seconds) of every child that has ended since the last call, no waiting."""
     ended = []
     try:
-        while (child := os.waitpid(-1, os.WNOHANG))[0] != 0:
-            ended.append(child)
+        while (child := os.wait4(-1, os.WNOHANG))[0] != 0:
+            pid, status, usage = child
+            ended.append((pid, status, usage.ru_utime + usage.ru_stime))
     except ChildProcessError:
         pass  # no children left
     return ended
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a live process, from /proc (this namespace's own); -1 if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return -1.0
+    # Fields after the command name (which may hold spaces and parentheses): utime and stime are
+    # the 12th and 13th, in clock ticks.
+    fields = stat[stat.rindex(b")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def supervise(worker: int, checker: int, send: Send, timeout_s: float) -> None:
-    """As pid 1: wait for the checker to end or the deadline to pass, and say how the worker ended.
+    """As pid 1: wait for the checker or the deadline, say how the worker ended and its CPU time.
+
+    The last record is always ``U``: the CPU seconds the program's process used (``-1`` when
+    unknown), so a caller can see how close a program came to `cpu_s` (a score decided near that
+    limit can differ between runs of the same program).
 
     The checker exits 0 when the run ended normally: pid 1 then exits and the kernel kills the
     worker. It exits 3 when the worker went away mid-run; pid 1 then reports the worker's end as
@@ -227,6 +245,15 @@ def supervise(worker: int, checker: int, send: Send, timeout_s: float) -> None:
     are re-parented to pid 1; reaping them as they end keeps their zombies from counting against
     the sandbox uid's RLIMIT_NPROC.
     """
+    worker_cpu: list[float] = []
+    _supervise(worker, checker, send, timeout_s, worker_cpu)
+    cpu = worker_cpu[0] if worker_cpu else cpu_seconds(worker)
+    send(b"U", 0, b"%.3f" % cpu)
+
+
+def _supervise(
+    worker: int, checker: int, send: Send, timeout_s: float, worker_cpu: list[float]
+) -> None:
     try:
         pidfd = os.pidfd_open(checker)
     except OSError as exc:
@@ -237,9 +264,10 @@ def supervise(worker: int, checker: int, send: Send, timeout_s: float) -> None:
     checker_status: int | None = None
     while (remaining := deadline - time.monotonic()) > 0:
         select.select([pidfd], [], [], min(remaining, 0.1))
-        for pid, status in reap():
+        for pid, status, cpu in reap():
             if pid == worker:
                 worker_status = status
+                worker_cpu.append(cpu)
             elif pid == checker:
                 checker_status = status
         if checker_status is None:

@@ -81,6 +81,12 @@ class TestReport:
     """The wall clock or the CPU time limit ran out."""
     output: str
     """Captured stdout and stderr of the code, capped."""
+    cpu_used_s: float | None = field(default=None, compare=False)
+    """CPU seconds the program's process used (user + system); None when the harness did not say.
+
+    A measurement, not an outcome: two reports of the same program compare equal whatever it
+    reads. Against `SandboxLimits.cpu_s`: a score decided near that limit can differ between two
+    runs of the same program on a loaded machine."""
 
     @property
     def n_passed(self) -> int:

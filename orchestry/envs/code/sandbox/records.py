@@ -8,7 +8,8 @@ for feedback, so nothing the code prints or writes to another fd can pass a test
 - ``E`` an isolation step failed (SandboxUnavailable);
 - ``S`` the program has a syntax error, ``L`` it (or the setup, or the entry point) failed to load;
 - ``P``/``F`` test `index` passed or failed, ``C`` every test ran;
-- ``X`` the worker ended (exit code or signal), ``T`` the wall clock ran out.
+- ``X`` the worker ended (exit code or signal), ``T`` the wall clock ran out;
+- ``U`` the CPU seconds the worker used (``-1`` when unknown), always last.
 """
 
 from __future__ import annotations
@@ -159,6 +160,7 @@ def report_from_records(
             reason = failures.get(i) or _not_run_reason(records, killed)
             first_failure = f"test {i}: {reason}"
             break
+    cpu_used = next((r.message for r in records if r.kind == "U"), None)
     return TestReport(
         passed=tuple(bool(ok) for ok in outcome),
         first_failure=first_failure,
@@ -166,4 +168,14 @@ def report_from_records(
         load_error=load,
         timed_out=timed_out,
         output=output,
+        cpu_used_s=_seconds(cpu_used),
     )
+
+
+def _seconds(text: str | None) -> float | None:
+    """The U record's CPU seconds; None when missing, malformed or unknown (negative)."""
+    try:
+        value = float(text) if text is not None else -1.0
+    except ValueError:
+        return None
+    return value if value >= 0 else None

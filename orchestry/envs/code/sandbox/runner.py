@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import builtins
 import functools
+import logging
 import marshal
 import os
 import secrets
@@ -40,6 +41,8 @@ from orchestry.envs.code.sandbox.job import (
     TestReport,
 )
 from orchestry.envs.code.sandbox.records import collect, report_from_records
+
+log = logging.getLogger(__name__)
 
 _CHILD_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -222,4 +225,23 @@ def run_many(jobs: Sequence[SandboxJob], limits: SandboxLimits, workers: int) ->
     if not jobs:
         return []
     with ThreadPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
-        return list(pool.map(lambda job: run_tests_in_sandbox(job, limits), jobs))
+        reports = list(pool.map(lambda job: run_tests_in_sandbox(job, limits), jobs))
+    near = near_cpu_limit(reports, limits)
+    if near:
+        log.warning(
+            "%d of %d programs finished using more than half of sandbox.cpu_s (%d s): a score "
+            "decided near the CPU limit can differ between runs (docs/troubleshooting.md)",
+            len(near),
+            len(reports),
+            limits.cpu_s,
+        )
+    return reports
+
+
+def near_cpu_limit(reports: Sequence[TestReport], limits: SandboxLimits) -> list[int]:
+    """Indices of the reports whose program was not stopped but used over half of `cpu_s`."""
+    return [
+        i
+        for i, r in enumerate(reports)
+        if not r.timed_out and r.cpu_used_s is not None and r.cpu_used_s > limits.cpu_s / 2
+    ]
