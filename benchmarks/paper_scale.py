@@ -16,7 +16,15 @@ non-finite gradient stops the loop with the step, adapter and parameter named (`
 recorded as `finite_every_step: false` with that message; otherwise every step's gradient norm
 of every adapter is checked for finiteness here.
 
-    python benchmarks/paper_scale.py --out results/bench/paper_scale.json
+`--comlrl 3b` also runs CoMLRL's `MAGRPOTrainer` (PyPI `comlrl`: two fully fine-tuned copies
+of the model, its own generation) on that shape's random model with the same G, problems, forced
+tokens and reward noise, for `--comlrl-steps` steps in a process of its own after ours, and
+writes `comlrl_step_seconds` (the median after its first step) and `ratio_vs_comlrl` (ours /
+theirs) beside our keys; an out-of-memory there is recorded as `comlrl_oom` with its peak.
+`--profile` runs our last step's generation and update under torch.profiler (`profiles`: the
+costliest operators, and each phase's wall time against its summed GPU kernel time).
+
+    python benchmarks/paper_scale.py --out results/bench/paper_scale.json --comlrl 3b --profile
 
 Writes `device` (the card and its memory), per shape `steps`, `finite_every_step`, `oom`,
 `peak_gpu_mb`, `step_seconds`, `update_seconds`, `generation_tokens_per_s` (medians over the
@@ -30,6 +38,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -85,6 +94,44 @@ def run_shape(job: dict[str, Any]) -> dict[str, Any]:
     except TrainingFailed as error:  # a non-finite loss or gradient, named by the update
         return {**out, "oom": False, "finite_every_step": False, "error": str(error)[:2000]}
     return {**out, **gradient_check(timed), "oom": False, **timed}
+
+
+def run_comlrl_shape(job: dict[str, Any]) -> dict[str, Any]:
+    """CoMLRL's MAGRPOTrainer (two full fine-tuned copies of the shape) on the same random model,
+    G, problems and forced tokens, in this process; out of memory is recorded, not raised."""
+    import torch
+
+    from orchestry.agents.lora.shapes import random_shape_folder
+
+    cuda = job["device"] == "cuda"
+    folder = random_shape_folder(SHAPES[job["shape"]], Path(job["cache_dir"]), job["device"])
+    job["params"]["model"]["name"] = job["model_dir"] = str(folder.resolve())
+    if cuda:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    try:
+        out = vs_comlrl.run_comlrl(job)
+    except torch.OutOfMemoryError as error:
+        peak = torch.cuda.max_memory_allocated() / 2**20 if cuda else None
+        return {"oom": True, "error": str(error)[:2000], "peak_gpu_mb": peak}
+    out["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20 if cuda else None
+    return {**out, "oom": False}
+
+
+def comlrl_summary(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
+    """CoMLRL's keys beside ours: its steady step (the median after its first step) and the ratio."""
+    steps = theirs.get("step_s") or []
+    step = statistics.median(steps[1:] or steps) if steps else None
+    mine = ours.get("step_seconds")
+    return {
+        "comlrl_steps": len(steps),
+        "comlrl_step_seconds": step,
+        "comlrl_step_s": steps,
+        "comlrl_peak_gpu_mb": theirs.get("peak_gpu_mb"),
+        "comlrl_oom": bool(theirs.get("oom")),
+        "comlrl_error": theirs.get("error"),
+        "ratio_vs_comlrl": mine / step if mine and step else None,
+    }
 
 
 def gradient_check(timed: dict[str, Any]) -> dict[str, Any]:
@@ -160,19 +207,37 @@ def main() -> None:
         help="N(0, sigma) added to every reward, so a random model's update runs (flagged)",
     )
     parser.add_argument("--cache-dir", type=Path, help="where random models are built once")
+    parser.add_argument(
+        "--comlrl",
+        default="",
+        help="shapes (of --shapes) on which CoMLRL's MAGRPOTrainer also runs, after ours (PyPI comlrl)",
+    )
+    parser.add_argument(
+        "--comlrl-steps", type=int, default=3, help="CoMLRL's steps (the first warms up)"
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="run our last step's generation and update under torch.profiler (tables in `profiles`)",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--job", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.out = args.out.resolve()
     os.chdir(REPO)
     if args.child:
-        args.out.write_text(json.dumps(run_shape(json.loads(args.job.read_text()))))
+        run = run_comlrl_shape if args.child.startswith("comlrl-") else run_shape
+        args.out.write_text(json.dumps(run(json.loads(args.job.read_text()))))
         return
 
     shapes = args.shapes.split(",")
     for shape in shapes:
         if shape not in SHAPES:
             raise SystemExit(f"--shapes: unknown {shape!r}; choose from {','.join(SHAPES)}")
+    theirs = [s for s in args.comlrl.split(",") if s]
+    for shape in theirs:
+        if shape not in shapes:
+            raise SystemExit(f"--comlrl: {shape!r} is not one of --shapes {args.shapes}")
     started = time.time()
     cache = args.cache_dir or Path(load_params(args.params).model.cache_dir)
     dtype = "bfloat16" if args.device == "cuda" else "float32"
@@ -184,6 +249,7 @@ def main() -> None:
         )
         job["params"]["model"].update(device=args.device, dtype=dtype)
         job.update(device=args.device, dtype=dtype, reward_noise=args.reward_noise)
+        job.update(profile=args.profile)
         job.update(cache_dir=str(Path(cache).resolve()))
         for shape in shapes:
             job_path, result = Path(tmp) / f"{shape}.job.json", Path(tmp) / f"{shape}.json"
@@ -196,6 +262,17 @@ def main() -> None:
             else:
                 full[shape] = json.loads(result.read_text())
             report[shape] = shape_summary(full[shape])
+            if shape in theirs:
+                plan = job["plan"][: args.comlrl_steps]
+                theirs_job = {**job, "shape": shape, "variant": f"comlrl-{shape}", "plan": plan}
+                job_path.write_text(json.dumps(theirs_job))
+                command[3] = f"comlrl-{shape}"
+                done = subprocess.run([*command, "--out", str(result)], env=env, check=False)
+                if done.returncode != 0:
+                    full[f"comlrl-{shape}"] = {"error": f"exit code {done.returncode}"}
+                else:
+                    full[f"comlrl-{shape}"] = json.loads(result.read_text())
+                report[shape].update(comlrl_summary(report[shape], full[f"comlrl-{shape}"]))
             print(shape, json.dumps(report[shape]), flush=True)
 
     settings = {
@@ -212,6 +289,9 @@ def main() -> None:
         # rewards with noise train on noise: the numbers are the speed of an update, nothing else
         "reward_noise": args.reward_noise,
         "plan": job["plan"],
+        "comlrl_shapes": theirs,
+        "comlrl_steps": args.comlrl_steps if theirs else 0,
+        "profile": args.profile,
     }
     report = {
         "device": device_name(args.device),
@@ -220,6 +300,16 @@ def main() -> None:
         "per_step": {
             shape: {k: r.get(k) for k in ("step_s", "generation_s", "update_s", "new_tokens")}
             for shape, r in full.items()
+        },
+        "profiles": {
+            shape: {
+                k: v
+                for k, v in r.items()
+                if k.startswith(("generation_", "update_"))
+                and k.endswith(("_by_cuda", "_by_cpu", "_wall_s", "_kernel_s"))
+            }
+            for shape, r in full.items()
+            if args.profile and not shape.startswith("comlrl-")
         },
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

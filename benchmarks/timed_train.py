@@ -15,6 +15,7 @@ import statistics
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -112,29 +113,23 @@ def run_ours(job: dict[str, Any]) -> dict[str, Any]:
     tokens: list[int] = []
     generate = policy.generate
 
+    profiles: dict[str, Any] = {}
+
     def counted_generate(requests, sampling):
-        out = generate(requests, sampling)
+        if job.get("profile") and len(phases["generation"]) == len(job["plan"]):
+            out = profiled(lambda: generate(requests, sampling), "generation", profiles, cuda)
+        else:
+            out = generate(requests, sampling)
         tokens[-1] += sum(g.new_tokens for g in out)
         return out
 
-    profiles: dict[str, str] = {}
     update_agents = train.update_agents
 
     def update_profiled(*args: Any, **kwargs: Any) -> Any:
         """The last step's update under torch.profiler when the job asks for it."""
         if not job.get("profile") or len(phases["update"]) < len(job["plan"]):
             return update_agents(*args, **kwargs)
-        from torch.profiler import ProfilerActivity, profile
-
-        activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
-        with profile(activities=activities) as prof:
-            result = update_agents(*args, **kwargs)
-            sync()
-        table = prof.key_averages()
-        if cuda:
-            profiles["update_by_cuda"] = table.table(sort_by="cuda_time_total", row_limit=25)
-        profiles["update_by_cpu"] = table.table(sort_by="self_cpu_time_total", row_limit=25)
-        return result
+        return profiled(lambda: update_agents(*args, **kwargs), "update", profiles, cuda)
 
     if job["variant"] == "ours_peft_update":
         policy.update_path = "peft"
@@ -224,6 +219,34 @@ def run_ours(job: dict[str, Any]) -> dict[str, Any]:
     out["ahead_tail_steps"] = params.train.rollouts_ahead
     out.update(profiles)
     return summarize_ours(out)
+
+
+def profiled(call: Callable[[], Any], name: str, profiles: dict[str, Any], cuda: bool) -> Any:
+    """`call()` under torch.profiler; its tables and GPU-busy share go to `profiles[name_...]`.
+
+    `<name>_by_cuda` and `<name>_by_cpu`: the 25 costliest operators by GPU and by own CPU time;
+    `<name>_wall_s` and `<name>_kernel_s`: the call's wall time and the summed time of its GPU
+    kernels (kernels of replayed CUDA graphs included), so their ratio says whether the GPU was
+    kept busy or waited on the host.
+    """
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    sync()
+    start = time.perf_counter()
+    with profile(activities=activities) as prof:
+        result = call()
+        sync()
+    profiles[f"{name}_wall_s"] = time.perf_counter() - start
+    table = prof.key_averages()
+    if cuda:
+        profiles[f"{name}_by_cuda"] = table.table(sort_by="cuda_time_total", row_limit=25)
+        kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        profiles[f"{name}_kernel_s"] = sum(e.time_range.elapsed_us() for e in kernels) / 1e6
+    profiles[f"{name}_by_cpu"] = table.table(sort_by="self_cpu_time_total", row_limit=25)
+    return result
 
 
 def add_reward_noise(env: Any, sigma: float, seed: int) -> None:

@@ -127,17 +127,24 @@ def run_ours(job: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def comlrl_callables(params: Params, tokenizer: Any) -> tuple[list[Callable], Callable]:
+def comlrl_callables(
+    params: Params, tokenizer: Any, reward_noise: float = 0.0
+) -> tuple[list[Callable], Callable]:
     """comlrl's formatters (one per agent: dataset item -> prompt text) and reward callable.
 
     Prompts are the code env's observations, chat-templated; the reward is the env's score (the level
-    reward of each joint action, run in orchestry's sandbox). Dataset items are {"problem_id": id}.
+    reward of each joint action, run in orchestry's sandbox), plus N(0, `reward_noise`) as on our
+    side (`timed_train.add_reward_noise`). Dataset items are {"problem_id": id}.
     """
+    from timed_train import add_reward_noise
+
     from orchestry import paths
     from orchestry.envs.code.problems import read_problems
     from orchestry.stages.from_params import make_env
 
     env = make_env(params)
+    if reward_noise:
+        add_reward_noise(env, reward_noise, params.seed)
     roles = env.roles
     by_id = {p.id: p for p in read_problems(paths.split("train"))}
 
@@ -183,7 +190,7 @@ def run_comlrl(job: dict[str, Any]) -> dict[str, Any]:
     # comlrl takes the first pad token in a prompt as the prompt's end; SmolLM2 pads with
     # <|im_end|>, which the chat template puts after every message, so pad with an unused token.
     tokenizer.pad_token = "<|endoftext|>"
-    formatters, reward_func = comlrl_callables(params, tokenizer)
+    formatters, reward_func = comlrl_callables(params, tokenizer, job.get("reward_noise", 0.0))
     per_step = t.problems_per_step
     config = MAGRPOConfig(
         num_train_epochs=1,

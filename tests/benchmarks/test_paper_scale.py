@@ -16,7 +16,7 @@ from orchestry.agents.lora.base_model import EMBEDDED_MODEL, convert_gguf_model,
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from paper_scale import gradient_check  # noqa: E402
+from paper_scale import comlrl_summary, gradient_check  # noqa: E402
 
 
 def test_gradient_check_needs_a_finite_norm_for_every_adapter_at_every_step() -> None:
@@ -38,6 +38,16 @@ def test_gradient_check_needs_a_finite_norm_for_every_adapter_at_every_step() ->
     }
 
 
+def test_comlrl_keys_use_its_steady_steps_and_say_when_it_did_not_fit() -> None:
+    theirs = {"step_s": [90.0, 60.0, 62.0], "peak_gpu_mb": 5e4, "oom": False, "error": None}
+    out = comlrl_summary({"step_seconds": 3.05}, theirs)
+    assert out["comlrl_step_seconds"] == 61.0 and out["comlrl_steps"] == 3
+    assert math.isclose(out["ratio_vs_comlrl"], 0.05) and not out["comlrl_oom"]
+    oom = comlrl_summary({"step_seconds": 3.0}, {"oom": True, "peak_gpu_mb": 1.3e5, "error": "x"})
+    assert oom["comlrl_oom"] and oom["ratio_vs_comlrl"] is None and oom["comlrl_steps"] == 0
+    assert oom["comlrl_peak_gpu_mb"] == 1.3e5
+
+
 @pytest.mark.slow
 def test_tiny_cpu_run_writes_every_key(tmp_path: Path) -> None:
     out = tmp_path / "paper_scale.json"
@@ -49,6 +59,7 @@ def test_tiny_cpu_run_writes_every_key(tmp_path: Path) -> None:
     command = [sys.executable, str(REPO / "benchmarks" / "paper_scale.py"), "--shapes", "135m"]
     command += ["--steps", "2", "--device", "cpu", "--problems-per-step", "1"]
     command += ["--group-size", "2", "--max-new-tokens", "4", "--cache-dir", str(tmp_path)]
+    command += ["--profile"]
     subprocess.run([*command, "--out", str(out)], check=True, cwd=REPO)
     report = json.loads(out.read_text())
     assert report["device"]["name"] == "cpu"
@@ -57,6 +68,9 @@ def test_tiny_cpu_run_writes_every_key(tmp_path: Path) -> None:
     for key in ("step_seconds", "update_seconds", "generation_tokens_per_s"):
         assert shape[key] > 0
     assert report["settings"]["reward_noise"] > 0  # flagged: a random model trains on noise
+    profile = report["profiles"]["135m"]  # the last step's generation and update, profiled
+    assert "aten::" in profile["generation_by_cpu"] and "aten::" in profile["update_by_cpu"]
+    assert profile["generation_wall_s"] > 0 and profile["update_wall_s"] > 0
     assert {"commit", "dirty", "code_sha256", "params", "hardware", "wall_s"} <= set(
         json.loads((tmp_path / "paper_scale.manifest.json").read_text())
     )
