@@ -10,12 +10,17 @@ and the training split (data/prepared/train.jsonl) twice, with the same global b
   gloo on a CPU); each rolls out its share of every step's problems and the update all-reduces the
   adapters' gradients (`orchestry.agents.lora.dist`).
 
+`--shape` trains a random model of a named shape instead (the paper's is `qwen2.5-coder-3b`, built once
+under `--cache-dir`); its rewards are all 0, so N(0, `--reward-noise`) is added (flagged in the
+settings) and the update, the thing measured, runs on noise.
+
 Every completion is forced to `--max-new-tokens` (`min_new_tokens`), so both runs do the same work.
 A step's time is rank 0's wall clock from the rollout to the end of its bookkeeping (its wait for the
 other ranks included); steps/s is 1 / the median over the steady steps, those after the first two
 (which compile on a GPU; `timed_train.WARMUP_STEPS`).
 
     python benchmarks/multi_gpu.py --world 2                  # a 2-GPU machine: results/bench/multi_gpu.json
+    python benchmarks/multi_gpu.py --world 2 --shape qwen2.5-coder-3b --out results/bench/multi_gpu_3b.json
     python benchmarks/multi_gpu.py --device cpu --dtype float32 --world 2 --steps 3 \
         --problems-per-step 2 --group-size 2 --max-new-tokens 16 --out /tmp/multi_gpu_cpu.json
 
@@ -43,7 +48,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import vs_comlrl  # noqa: E402
-from timed_train import WARMUP_STEPS, job_args, override  # noqa: E402
+from timed_train import WARMUP_STEPS, add_reward_noise, job_args, override  # noqa: E402
 
 from orchestry.agents.lora.dist import LAUNCHER_KEYS  # noqa: E402
 from orchestry.params import parse_params  # noqa: E402
@@ -116,6 +121,8 @@ def run_rank(job: dict[str, Any]) -> dict[str, Any] | None:
         start = time.perf_counter()
         policy, env = make_policy(params), make_env(params)
         setup_s = time.perf_counter() - start
+        if job.get("reward_noise"):  # a random model's rewards are all 0: no update without it
+            add_reward_noise(env, job["reward_noise"], params.seed + world.rank)
         if job["min_new_tokens"]:  # train.py has no option for it: patch the spec it builds
             train.sampling_spec = lambda p: replace(
                 sampling_spec(p), min_new_tokens=job["min_new_tokens"]
@@ -180,6 +187,18 @@ def main() -> None:
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--shape",
+        help="train a random model of this shape (orchestry/agents/lora/shapes.py, e.g. "
+        "qwen2.5-coder-3b) instead of the embedded one, built once under --cache-dir",
+    )
+    parser.add_argument("--cache-dir", type=Path, default=REPO / "cache" / "models")
+    parser.add_argument(
+        "--reward-noise",
+        type=float,
+        help="N(0, sigma) added to every reward (default 0.1 with --shape, else 0), so a random "
+        "model's update runs (flagged in the settings)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--job", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -203,14 +222,21 @@ def main() -> None:
                 f"{torch.cuda.device_count()}"
             )
 
-    vs_args = job_args(args)
+    noise = args.reward_noise if args.reward_noise is not None else 0.1 if args.shape else 0.0
+    vs_args = job_args(argparse.Namespace(**vars(args), model=None))
     runs: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="multi_gpu-") as tmp:
         job = vs_comlrl.prepare_job(vs_args, Path(tmp))
         job["params"]["model"].update(device=args.device, dtype=args.dtype)
         override(job["params"], args.set)
         parse_params(job["params"], "params.yaml + multi_gpu overrides")  # fail early on a --set
+        if args.shape:
+            from orchestry.agents.lora.shapes import random_shape_folder
+
+            folder = random_shape_folder(args.shape, args.cache_dir, args.device)
+            job["params"]["model"]["name"] = str(folder.resolve())
         job["device"] = args.device
+        job["reward_noise"] = noise
         job_path = Path(tmp) / "job.json"
         job_path.write_text(json.dumps(job))
         for world in (1, args.world):
@@ -239,6 +265,9 @@ def main() -> None:
             "device": args.device,
             "dtype": args.dtype,
             "set": args.set,
+            "shape": args.shape,
+            # rewards with noise train on noise: the numbers are the speed of an update, nothing else
+            "reward_noise": noise,
             "plan": job["plan"],
         },
         "machine": {
