@@ -234,6 +234,8 @@ def main() -> None:
             from orchestry.agents.lora.shapes import random_shape_folder
 
             folder = random_shape_folder(args.shape, args.cache_dir, args.device)
+            if args.device == "cuda":
+                torch.cuda.empty_cache()  # the ranks get the whole cards
             job["params"]["model"]["name"] = str(folder.resolve())
         job["device"] = args.device
         job["reward_noise"] = noise
