@@ -128,13 +128,7 @@ class SandboxParams(Section):
         "the CPU limit decides and a busy machine (a program waiting for a core) scores the same.",
     )
     cpu_s: int = Field(5, ge=1, description="CPU time limit of the program, in seconds.")
-    memory_mb: int = Field(
-        256,
-        ge=64,
-        description="Address-space limit of the program, in MiB. Small, so a program that fills it "
-        "(MemoryError) stops early, far from `cpu_s`: a score decided near the CPU limit can differ "
-        "between runs.",
-    )
+    memory_mb: int = Field(256, ge=64, description="Address-space limit of the program, in MiB.")
     max_processes: int = Field(
         8, ge=1, description="Most processes the sandbox user may run at once."
     )
