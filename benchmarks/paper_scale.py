@@ -180,6 +180,20 @@ def shape_summary(result: dict[str, Any]) -> dict[str, Any]:
     return summary
 
 
+def run_child(
+    name: str, job: dict[str, Any], tmp: Path, on_error: dict[str, Any]
+) -> dict[str, Any]:
+    """Run `--child name` on `job` in a fresh process; its result, or `on_error` with the exit code."""
+    job_path, result = tmp / f"{name}.job.json", tmp / f"{name}.json"
+    job_path.write_text(json.dumps(job))
+    command = [sys.executable, __file__, "--child", name, "--job", str(job_path)]
+    env = {**os.environ, "WANDB_MODE": "disabled"}
+    done = subprocess.run([*command, "--out", str(result)], env=env, check=False)
+    if done.returncode != 0:
+        return {"error": f"exit code {done.returncode}", **on_error}
+    return json.loads(result.read_text())
+
+
 def device_name(device: str) -> dict[str, Any]:
     """The card's name and memory (or the CPU)."""
     import torch
@@ -252,26 +266,13 @@ def main() -> None:
         job.update(profile=args.profile)
         job.update(cache_dir=str(Path(cache).resolve()))
         for shape in shapes:
-            job_path, result = Path(tmp) / f"{shape}.job.json", Path(tmp) / f"{shape}.json"
-            job_path.write_text(json.dumps({**job, "shape": shape, "variant": f"ours-{shape}"}))
-            command = [sys.executable, __file__, "--child", shape, "--job", str(job_path)]
-            env = {**os.environ, "WANDB_MODE": "disabled"}
-            done = subprocess.run([*command, "--out", str(result)], env=env, check=False)
-            if done.returncode != 0:
-                full[shape] = {"error": f"exit code {done.returncode}", "model": SHAPES[shape]}
-            else:
-                full[shape] = json.loads(result.read_text())
+            ours_job = {**job, "shape": shape, "variant": f"ours-{shape}"}
+            full[shape] = run_child(shape, ours_job, Path(tmp), {"model": SHAPES[shape]})
             report[shape] = shape_summary(full[shape])
             if shape in theirs:
                 plan = job["plan"][: args.comlrl_steps]
                 theirs_job = {**job, "shape": shape, "variant": f"comlrl-{shape}", "plan": plan}
-                job_path.write_text(json.dumps(theirs_job))
-                command[3] = f"comlrl-{shape}"
-                done = subprocess.run([*command, "--out", str(result)], env=env, check=False)
-                if done.returncode != 0:
-                    full[f"comlrl-{shape}"] = {"error": f"exit code {done.returncode}"}
-                else:
-                    full[f"comlrl-{shape}"] = json.loads(result.read_text())
+                full[f"comlrl-{shape}"] = run_child(f"comlrl-{shape}", theirs_job, Path(tmp), {})
                 report[shape].update(comlrl_summary(report[shape], full[f"comlrl-{shape}"]))
             print(shape, json.dumps(report[shape]), flush=True)
 
