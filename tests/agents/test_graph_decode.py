@@ -15,7 +15,7 @@ import torch
 from conftest import lora, model_spec, sampling
 
 from orchestry.agents.base import GenRequest
-from orchestry.agents.lora.device_sampler import draw
+from orchestry.agents.lora.device_sampler import draw, nucleus_floor
 from orchestry.agents.lora.graph_decode import PROMPT_BUCKET, ROW_BUCKET, decode_shape, supports
 from orchestry.agents.lora.team import TeamPolicy
 
@@ -42,7 +42,7 @@ def test_draw_follows_the_top_k_top_p_distribution(top_k: int, top_p: float) -> 
     n, temperature = 20_000, 0.7
     logits = torch.tensor([[2.0, 1.5, 1.4, 0.3, 0.2, -1.0, -3.0, 0.9]]).repeat(n, 1)
     uniform = torch.rand(n, generator=torch.Generator().manual_seed(0))
-    tokens = draw(logits, uniform, temperature, top_k, top_p, torch.arange(logits.shape[1]))
+    tokens = draw(logits, uniform, temperature, top_k, top_p)
     scaled = logits[0] / temperature
     if top_k:
         scaled = scaled.masked_fill(scaled < scaled.topk(top_k).values[-1], -math.inf)
@@ -51,6 +51,18 @@ def test_draw_follows_the_top_k_top_p_distribution(top_k: int, top_p: float) -> 
     assert set(counts) <= set(expected), "a token outside the kept set was drawn"
     for token, p in expected.items():  # within 4.5 standard deviations of the binomial
         assert abs(counts[token] / n - p) < 4.5 * (p * (1 - p) / n) ** 0.5 + 1e-9, (token, p)
+
+
+@pytest.mark.parametrize("top_p", [0.5, 0.9, 0.95, 0.999])
+def test_the_nucleus_floor_keeps_transformers_top_p_set(top_p: float) -> None:
+    """Peaked and flat rows (a trained model's and a random model's): the tokens at or above the
+    floor are exactly those transformers' sorted rule keeps (random values: no ties)."""
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn((64, 5000), generator=gen) * torch.linspace(0.05, 8.0, 64)[:, None]
+    probs = logits.softmax(-1)
+    kept = probs >= nucleus_floor(probs, top_p)
+    for row, keep in zip(probs, kept, strict=True):
+        assert set(keep.nonzero().flatten().tolist()) == set(nucleus(row, top_p))
 
 
 def test_min_new_tokens_holds_and_same_call_same_samples(policy: TeamPolicy) -> None:

@@ -22,8 +22,16 @@ ADAPTERS = ("aux", "main")
 def test_pass_shapes_are_bucketed() -> None:
     prompts = [((1,) * 70, 0), ((2,) * 10, 1), ((3,) * 5, 0)]
     shape = pass_shape(prompts, [[1] * 40, [2] * 3])
-    assert shape == PassShape(rows=32, prompts=4, prompt_width=128, completion_width=64)
+    assert shape == PassShape(rows=2, prompts=4, prompt_width=128, completion_width=64)
     assert pass_shape(prompts[:1], [[1]] * 33) == PassShape(64, 1, 128, 32)
+    assert pass_shape(prompts[:1], [[1]] * 17).rows == 32
+
+
+def test_a_small_micro_batch_is_not_padded_to_the_row_bucket() -> None:
+    """The 3B shape's planned micro-batch of 16 rows was padded to 32 (twice the work and memory
+    the plan counted); fewer rows than half the bucket go to the next power of two."""
+    prompts = [((1,) * 70, 0), ((2,) * 10, 1)]
+    assert [pass_shape(prompts, [[1]] * n).rows for n in (1, 3, 8, 9, 16)] == [1, 4, 8, 16, 16]
 
 
 def _model(dtype: torch.dtype) -> torch.nn.Module:

@@ -25,6 +25,7 @@ from orchestry.agents.lora.base_model import (
     load_gguf_model,
     save_plain_model,
 )
+from orchestry.agents.lora.graph_decode import GraphDecoder, decode_shape
 from orchestry.agents.lora.kv_prefix import can_share_prefix, checkpointing, plan_prefixes
 from orchestry.agents.lora.stacked_lora import stacked_lora
 from orchestry.agents.lora.team import TeamPolicy
@@ -197,12 +198,41 @@ def test_static_cache_path_matches_eager(policy: TeamPolicy) -> None:
 
 def test_graph_decode_path_matches_eager(policy: TeamPolicy) -> None:
     """Our own decode loop (run eagerly on a CPU; replayed as a CUDA graph on a GPU) gives each
-    row of a mixed-adapter batch its own greedy completion, rows of several prompt lengths."""
-    requests = [GenRequest(a, messages(p, a), 1) for p in PROBLEMS[:3] for a in AGENTS]
+    row of a mixed-adapter batch its own greedy completion, rows of several prompt lengths (the
+    rows of a request share their prompt's prefill)."""
+    requests = [GenRequest(a, messages(p, a), 2) for p in PROBLEMS[:3] for a in AGENTS]
     eager = policy.generate(requests, GREEDY, path="eager")
     graph = policy.generate(requests, GREEDY, path="graph")
     assert [g.token_ids for g in graph] == [g.token_ids for g in eager]
     assert len({len(g.prompt_ids) for g in graph}) > 1
+
+
+def test_graph_prefill_is_shared_within_one_adapter_only(policy: TeamPolicy) -> None:
+    """Each distinct (prompt, adapter) pair is prefilled once and its keys and values copied to
+    the rows that have it: row by row they equal those of the row prefilled alone, and a prompt
+    asked of both adapters gets each adapter's own."""
+    base = policy._base("aux")
+    rows = [
+        list(range(100, 130)),
+        list(range(100, 130)),
+        list(range(200, 210)),
+        list(range(100, 130)),
+    ]
+    index = [0, 1, 0, 1]  # aux, main, aux, main: rows 1 and 3 share one prefill
+    decoder = GraphDecoder(base.model, base.adapters, decode_shape(rows, GREEDY))
+
+    def prompt_cache(some: list[list[int]], adapters: list[int]) -> torch.Tensor:
+        decoder.run(some, adapters, base.tokenizer.pad_token_id, base.stop_ids)
+        width = decoder.shape.width
+        return torch.stack(
+            [cache[:, : len(some), :, :width].clone() for *_, cache in decoder.layers]
+        )
+
+    shared = prompt_cache(rows, index)
+    assert not torch.allclose(shared[:, :, 0], shared[:, :, 1], atol=1e-3)  # the adapters differ
+    for i, (row, adapter) in enumerate(zip(rows, index, strict=True)):
+        alone = prompt_cache([row], [adapter])
+        torch.testing.assert_close(shared[:, :, i], alone[:, :, 0], atol=1e-4, rtol=1e-4)
 
 
 def test_logprob_of_greedy_completion_equals_generation_step_logprobs(policy: TeamPolicy) -> None:

@@ -28,7 +28,8 @@ import torch
 from peft import PeftModel
 from peft.tuners.lora import LoraLayer
 
-from orchestry.agents.lora.graph_decode import frozen_concat, rotate, supports
+from orchestry.agents.lora.fused import frozen_concat, rotate
+from orchestry.agents.lora.graph_decode import supports
 from orchestry.agents.lora.kv_prefix import checkpointing, pad_rows
 
 
