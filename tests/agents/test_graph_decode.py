@@ -15,7 +15,7 @@ import torch
 from conftest import lora, model_spec, sampling
 
 from orchestry.agents.base import GenRequest
-from orchestry.agents.lora.device_sampler import draw, nucleus_floor
+from orchestry.agents.lora.device_sampler import draw, nucleus_floor, triton_floor_kernel
 from orchestry.agents.lora.graph_decode import PROMPT_BUCKET, ROW_BUCKET, decode_shape, supports
 from orchestry.agents.lora.team import TeamPolicy
 
@@ -53,14 +53,21 @@ def test_draw_follows_the_top_k_top_p_distribution(top_k: int, top_p: float) -> 
         assert abs(counts[token] / n - p) < 4.5 * (p * (1 - p) / n) ** 0.5 + 1e-9, (token, p)
 
 
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("top_p", [0.5, 0.9, 0.95, 0.999])
-def test_the_nucleus_floor_keeps_transformers_top_p_set(top_p: float) -> None:
+def test_the_nucleus_floor_keeps_transformers_top_p_set(top_p: float, device: str) -> None:
     """Peaked and flat rows (a trained model's and a random model's): the tokens at or above the
-    floor are exactly those transformers' sorted rule keeps (random values: no ties)."""
+    floor are exactly those transformers' sorted rule keeps (random values: no ties). On a GPU the
+    floor comes from the Triton kernel (a vocabulary not a multiple of its block)."""
     gen = torch.Generator().manual_seed(0)
     logits = torch.randn((64, 5000), generator=gen) * torch.linspace(0.05, 8.0, 64)[:, None]
     probs = logits.softmax(-1)
-    kept = probs >= nucleus_floor(probs, top_p)
+    if device == "cuda":
+        assert triton_floor_kernel() is not None, "Triton is missing: the GPU would sample in torch"
+    kept = (probs.to(device) >= nucleus_floor(probs.to(device), top_p)).cpu()
     for row, keep in zip(probs, kept, strict=True):
         assert set(keep.nonzero().flatten().tolist()) == set(nucleus(row, top_p))
 
