@@ -107,10 +107,12 @@ def memory_plan(params: Params) -> MemoryPlan:
     t = params.train
     return plan_memory(
         size,
-        tokens_per_row=min(MIXED_TOKENS_PER_ROW, PROMPT_TOKENS_ESTIMATE + new),
+        prompt_tokens=PROMPT_TOKENS_ESTIMATE,
         completion_tokens=new,
+        group_size=t.group_size,
         decode_rows=t.group_size * t.problems_per_step * len(params.model.agents),
         free_bytes=free + torch.cuda.memory_reserved(),
+        cap_tokens_per_row=MIXED_TOKENS_PER_ROW,
     )
 
 

@@ -6,16 +6,18 @@ finds the top-p nucleus's smallest probability by bisection over the probabiliti
 (`nucleus_floor`, a fixed number of reductions), keeps the tokens at or above it and picks one by
 inverse CDF, in vocabulary order, from a uniform given per row (drawn beforehand, e.g. once for all
 steps of a call). Sorting the whole vocabulary for every row and token did the same and took ~0.30 s
-of a 1.8 s generation at the 3B shape (a radix sort of 49k values per row, then two cumsums; issue 36).
+of a 1.8 s generation at the 3B shape (a sort of 151,936 values per row, then two cumsums; issue 36).
+On a GPU with Triton the floor and the pick are Triton kernels over rows x vocabulary chunks
+(triton_sampler.py); this file's torch form is the CPU's and the reference the tests hold them to.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-from typing import Any
 
 import torch
+
+from orchestry.agents.lora import triton_sampler
 
 NUCLEUS_STEPS = 30
 """Bisection steps of `nucleus_floor`: a probability is at most 1.0, whose float32 bit pattern
@@ -23,13 +25,12 @@ NUCLEUS_STEPS = 30
 
 
 def nucleus_floor(probs: torch.Tensor, top_p: float) -> torch.Tensor:
-    """`torch_nucleus_floor`, on a GPU as one Triton kernel (`triton_nucleus_floor`) where Triton
-    is installed: the torch form's ~5 kernels a bisection step, each over the whole [rows, vocab]
+    """`torch_nucleus_floor`, on a GPU by Triton kernels (triton_sampler.py) where Triton is
+    installed: the torch form's ~5 kernels a bisection step, each over the whole [rows, vocab]
     tensor, cost more than the sort they replaced."""
-    kernel = triton_floor_kernel() if probs.is_cuda else None
-    if kernel is None:
-        return torch_nucleus_floor(probs, top_p)
-    return triton_nucleus_floor(kernel, probs, top_p)
+    if probs.is_cuda and triton_sampler.kernels() is not None:
+        return triton_sampler.nucleus_floor(probs, top_p)
+    return torch_nucleus_floor(probs, top_p)
 
 
 def torch_nucleus_floor(probs: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -49,55 +50,6 @@ def torch_nucleus_floor(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     return low.view(torch.float32)
 
 
-FLOOR_BLOCK = 2048
-"""Vocabulary entries a Triton program reads at a time (one program per row)."""
-
-
-def triton_nucleus_floor(kernel: Any, probs: torch.Tensor, top_p: float) -> torch.Tensor:
-    """`torch_nucleus_floor` by one program per row, each bisection step one pass over its row
-    (kept in the GPU's cache), the mass summed in the kernel's own order."""
-    probs = probs.contiguous()
-    out = torch.empty(probs.shape[0], dtype=torch.int32, device=probs.device)
-    kernel[(probs.shape[0],)](
-        probs, out, probs.shape[1], float(top_p), BLOCK=FLOOR_BLOCK, STEPS=NUCLEUS_STEPS
-    )
-    return out.view(torch.float32)[:, None]
-
-
-@functools.cache
-def triton_floor_kernel() -> Any:
-    """The Triton kernel of `triton_nucleus_floor`, or None without Triton."""
-    try:
-        import triton
-        import triton.language as tl
-    except ImportError:
-        return None
-
-    @triton.jit
-    def floor_kernel(probs, out, vocab, top_p, BLOCK: tl.constexpr, STEPS: tl.constexpr):
-        row = probs + tl.program_id(0).to(tl.int64) * vocab
-        most = tl.zeros([BLOCK], dtype=tl.int32)
-        for start in range(0, vocab, BLOCK):
-            at = start + tl.arange(0, BLOCK)
-            p = tl.load(row + at, mask=at < vocab, other=0.0)
-            most = tl.maximum(most, p.to(tl.int32, bitcast=True))
-        high = tl.max(most, axis=0) + 1
-        low = high * 0
-        for _ in range(STEPS):
-            mid = low + (high - low) // 2
-            mass = tl.zeros([BLOCK], dtype=tl.float32)
-            for start in range(0, vocab, BLOCK):
-                at = start + tl.arange(0, BLOCK)
-                p = tl.load(row + at, mask=at < vocab, other=0.0)
-                mass += tl.where(p.to(tl.int32, bitcast=True) >= mid, p, 0.0)
-            enough = tl.sum(mass, axis=0) >= top_p
-            low = tl.where(enough, mid, low)
-            high = tl.where(enough, high, mid)
-        tl.store(out + tl.program_id(0), low)
-
-    return floor_kernel
-
-
 def draw(
     logits: torch.Tensor, uniform: torch.Tensor, temperature: float, top_k: int, top_p: float
 ) -> torch.Tensor:
@@ -112,6 +64,8 @@ def draw(
         kth = scaled.topk(top_k, dim=-1).values[:, -1:]
         scaled = scaled.masked_fill(scaled < kth, -math.inf)
     probs = scaled.softmax(-1)
+    if probs.is_cuda and triton_sampler.kernels() is not None:
+        return triton_sampler.pick(probs, uniform, top_p)
     if top_p < 1.0:
         probs = probs * (probs >= nucleus_floor(probs, top_p))
     total = probs.cumsum(-1)

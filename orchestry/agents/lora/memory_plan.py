@@ -7,6 +7,11 @@ row (a SwiGLU decoder's saved tensors per token and layer, plus the float32 logi
 tokens), counts the graph pools as a second pass's worth (a recorded pass keeps its memory while the
 next shape records), and takes the largest micro-batch that fits beside the weights and the decode
 cache. A CPU keeps its fixed choices (8 rows, checkpointing on), so CPU results do not move.
+
+A pass holds each distinct prompt once (the G samples of a problem share it), so a row costs its
+completion plus its share of a prompt, not prompt + completion: counting 512 tokens a row where
+the 3B shape's passes held ~170 planned 16 rows on an H200 where 32 fit (a pass padded to 32 rows
+ran 20 steps at 50 GB allocated; issue 36).
 """
 
 from __future__ import annotations
@@ -23,8 +28,10 @@ HEADROOM = 0.9
 MARGIN_BYTES = 4 * GIB
 """CUDA context, cuBLAS workspaces, the optimizer's state and temporaries."""
 PROMPT_TOKENS_ESTIMATE = 384
-"""A row's prompt tokens, planned before any prompt is seen (the code prompts are 150-350 tokens;
-the update caps a pass at 512 padded tokens a row, `algos/pg_update.MIXED_TOKENS_PER_ROW`)."""
+"""A prompt's tokens, planned before any prompt is seen (the code prompts are 150-350 tokens)."""
+EXTRA_PROMPTS = 2
+"""Prompts a pass may hold beyond rows / G: a pass that starts inside one problem's group, and
+the next adapter's first prompt."""
 POOL_FACTOR = 2
 """Recorded passes hold their activations in the graph pool: one pass live plus one recording."""
 
@@ -67,25 +74,41 @@ def activation_bytes_per_row(size: ModelSize, tokens: int, completion: int, ckpt
     return body + completion * size.vocab * 4 * 3
 
 
+def pass_tokens_per_row(
+    rows: int, prompt_tokens: int, completion_tokens: int, group_size: int, cap: int
+) -> int:
+    """Tokens a pass of `rows` rows holds, per row: every completion, and each distinct prompt once
+    (at most rows / G + `EXTRA_PROMPTS` of them), capped at the update's `cap` a row."""
+    prompts = min(rows, -(-rows // max(1, group_size)) + EXTRA_PROMPTS)
+    return min(cap, -(-prompts * prompt_tokens // rows) + completion_tokens)
+
+
 def plan_memory(
     size: ModelSize,
-    tokens_per_row: int,
+    prompt_tokens: int,
     completion_tokens: int,
+    group_size: int,
     decode_rows: int,
     free_bytes: int,
+    cap_tokens_per_row: int,
 ) -> MemoryPlan:
     """The largest micro-batch that fits `free_bytes` (measured before the model is loaded) beside
-    the weights, the LoRA's optimizer margin and the decode cache of `decode_rows` rows: recorded
-    update graphs if at least `MIN_GRAPH_ROWS` rows fit with the pools counted, else eager passes,
-    and checkpointing only when not even that many fit without it."""
+    the weights, the LoRA's optimizer margin and the decode cache of `decode_rows` rows (each its
+    own prompt and completion): recorded update graphs if at least `MIN_GRAPH_ROWS` rows fit with
+    the pools counted, else eager passes, and checkpointing only when not even that many fit
+    without it. A pass's rows are counted by `pass_tokens_per_row`."""
     weights = size.params * size.bytes_per_value
-    cache = decode_rows * tokens_per_row * size.layers * 2 * size.kv_width * size.bytes_per_value
+    decode_tokens = min(cap_tokens_per_row, prompt_tokens + completion_tokens)
+    cache = decode_rows * decode_tokens * size.layers * 2 * size.kv_width * size.bytes_per_value
     budget = free_bytes * HEADROOM - weights - cache - MARGIN_BYTES
     choices = ((True, False, MIN_GRAPH_ROWS), (False, False, MIN_GRAPH_ROWS), (False, True, 1))
     for record, ckpt, least in choices:
-        row = activation_bytes_per_row(size, tokens_per_row, completion_tokens, ckpt)
         factor = POOL_FACTOR if record else 1
         for rows in MICROBATCHES:
+            tokens = pass_tokens_per_row(
+                rows, prompt_tokens, completion_tokens, group_size, cap_tokens_per_row
+            )
+            row = activation_bytes_per_row(size, tokens, completion_tokens, ckpt)
             if rows >= least and rows * row * factor <= budget:
                 return MemoryPlan(rows, ckpt, record)
     return MemoryPlan(1, True, False)  # does not fit by the estimate: the smallest there is
