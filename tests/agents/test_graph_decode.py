@@ -15,8 +15,9 @@ import torch
 from conftest import lora, model_spec, sampling
 
 from orchestry.agents.base import GenRequest
-from orchestry.agents.lora import triton_sampler
+from orchestry.agents.lora import triton_rotary, triton_sampler
 from orchestry.agents.lora.device_sampler import draw, nucleus_floor, torch_nucleus_floor
+from orchestry.agents.lora.fused import rotate
 from orchestry.agents.lora.graph_decode import PROMPT_BUCKET, ROW_BUCKET, decode_shape, supports
 from orchestry.agents.lora.team import TeamPolicy
 
@@ -115,6 +116,28 @@ def test_draw_picks_the_token_the_sorted_nucleus_and_cumsum_pick(top_p: float, d
     assert ((got == expected) | near).all(), (got[got != expected], expected[got != expected])
     assert (got == expected).float().mean() > 0.98
     assert kept.gather(1, got[:, None]).gt(0).all(), "a token outside the nucleus was drawn"
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="a Triton kernel of the GPU's decode step"
+)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_the_rotary_kernel_writes_the_bits_the_torch_step_writes(dtype: torch.dtype) -> None:
+    """Queries turned, keys turned into the cache column, values copied: bit for bit the torch
+    form's (`fused.rotate`, then `index_copy_`), other columns untouched."""
+    assert triton_rotary.available(128)
+    gen = torch.Generator().manual_seed(0)
+    heads, kv, d, rows, width = 16, 2, 128, 24, 40
+    y = torch.randn((rows, 1, heads + 2 * kv, d), generator=gen).to("cuda", dtype)
+    cos, sin = (torch.randn((rows, 1, d), generator=gen).to("cuda", dtype) for _ in range(2))
+    cache = torch.randn((2, rows, kv, width, d), generator=gen).to("cuda", dtype)
+    expected, column = cache.clone(), torch.tensor([29], device="cuda")
+    q = triton_rotary.rotary_into_cache(y[:, 0], cos[:, 0], sin[:, 0], cache, column, heads, kv)
+    qk = rotate(y[:, :, : heads + kv], cos[:, :, None], sin[:, :, None])
+    expected[0].index_copy_(2, column, qk[:, :, heads:].transpose(1, 2))
+    expected[1].index_copy_(2, column, y[:, :, heads + kv :].transpose(1, 2))
+    assert torch.equal(q, qk[:, 0, :heads])
+    assert torch.equal(cache, expected)
 
 
 def test_min_new_tokens_holds_and_same_call_same_samples(policy: TeamPolicy) -> None:

@@ -33,6 +33,8 @@ from peft.tuners.lora import LoraLayer
 from orchestry.agents.base import SamplingSpec
 from orchestry.agents.lora.device_sampler import draw
 from orchestry.agents.lora.fused import Fused, rotate
+from orchestry.agents.lora.triton_rotary import available as rotary_kernel_available
+from orchestry.agents.lora.triton_rotary import rotary_into_cache
 
 PROMPT_BUCKET = 64
 """Prompts are left-padded to a multiple of this many columns (few graph shapes)."""
@@ -93,6 +95,8 @@ class GraphDecoder:
         self.head = inner.lm_head
         device, dtype = self.embed.weight.device, self.embed.weight.dtype
         self.device = device
+        # on a GPU with Triton the decode step turns queries and keys in one kernel (triton_rotary)
+        self.fused_rotary = device.type == "cuda" and rotary_kernel_available(self.head_dim)
         b, length = shape.rows, shape.width + shape.max_new
         self.layers = []
         for layer in body.layers:
@@ -147,9 +151,9 @@ class GraphDecoder:
             norm = layer.input_layernorm
             x = rms(h, (h.shape[-1],), norm.weight, norm.variance_epsilon)
             y = qkv(x, rows=first).view(b, t, heads + 2 * kv, d)
-            qk = rotate(y[:, :, : heads + kv], cos, sin)  # queries and keys turn together
-            q, k, v = qk[:, :, :heads], qk[:, :, heads:], y[:, :, heads + kv :]
             if columns is None:  # prefill: the first t columns
+                qk = rotate(y[:, :, : heads + kv], cos, sin)  # queries and keys turn together
+                q, k, v = qk[:, :, :heads], qk[:, :, heads:], y[:, :, heads + kv :]
                 k, v = k.transpose(1, 2), v.transpose(1, 2)
                 cache[0, :, :, :t] = k if of is None else k.index_select(0, of)
                 cache[1, :, :, :t] = v if of is None else v.index_select(0, of)
@@ -162,8 +166,15 @@ class GraphDecoder:
                     scale=scaling,
                 ).transpose(1, 2)
             else:  # one new column: the query heads of a key/value head attend together
-                cache[0].index_copy_(2, columns, k.transpose(1, 2))
-                cache[1].index_copy_(2, columns, v.transpose(1, 2))
+                if self.fused_rotary:  # one kernel turns them and writes the cache column
+                    q = rotary_into_cache(
+                        y[:, 0], cos[:, 0, 0], sin[:, 0, 0], cache, columns, heads, kv
+                    )
+                else:
+                    qk = rotate(y[:, :, : heads + kv], cos, sin)
+                    q, k, v = qk[:, :, :heads], qk[:, :, heads:], y[:, :, heads + kv :]
+                    cache[0].index_copy_(2, columns, k.transpose(1, 2))
+                    cache[1].index_copy_(2, columns, v.transpose(1, 2))
                 att = torch.nn.functional.scaled_dot_product_attention(
                     q.reshape(b, kv, heads // kv, d),
                     cache[0],

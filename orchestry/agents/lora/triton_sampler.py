@@ -66,14 +66,16 @@ if triton is not None:
         row, chunk = tl.program_id(0), tl.program_id(1)
         low, high = _interval(part, row, rows, top_p, STEP, CHUNKS, W)
         below = low + (tl.arange(0, W).to(tl.int64) * (high - low)) // W
-        acc = tl.zeros([W], dtype=tl.float32)
+        # non-negative floats order as their bits: compare as floats, sum once at the end
+        edge = below.to(tl.int32).to(tl.float32, bitcast=True)
+        acc = tl.zeros([BLOCK, W], dtype=tl.float32)
         base = probs + row.to(tl.int64) * vocab
         for offset in range(0, CHUNK, BLOCK):
             at = chunk * CHUNK + offset + tl.arange(0, BLOCK)
             p = tl.load(base + at, mask=at < vocab, other=0.0)
-            bits = p.to(tl.int32, bitcast=True).to(tl.int64)
-            acc += tl.sum(tl.where(bits[:, None] >= below[None, :], p[:, None], 0.0), axis=0)
-        tl.store(part + ((STEP * rows + row) * CHUNKS + chunk) * W + tl.arange(0, W), acc)
+            acc += tl.where(p[:, None] >= edge[None, :], p[:, None], 0.0)
+        mass = tl.sum(acc, axis=0)
+        tl.store(part + ((STEP * rows + row) * CHUNKS + chunk) * W + tl.arange(0, W), mass)
 
     @triton.jit
     def kept_kernel(
@@ -82,12 +84,13 @@ if triton is not None:
     ):  # fmt: skip
         row, chunk = tl.program_id(0), tl.program_id(1)
         low, _ = _interval(part, row, rows, top_p, STEPS, CHUNKS, W)
+        edge = low.to(tl.int32).to(tl.float32, bitcast=True)
         acc = tl.zeros([BLOCK], dtype=tl.float32)
         base = probs + row.to(tl.int64) * vocab
         for offset in range(0, CHUNK, BLOCK):
             at = chunk * CHUNK + offset + tl.arange(0, BLOCK)
             p = tl.load(base + at, mask=at < vocab, other=0.0)
-            acc += tl.where(p.to(tl.int32, bitcast=True).to(tl.int64) >= low, p, 0.0)
+            acc += tl.where(p >= edge, p, 0.0)
         tl.store(kept + row * CHUNKS + chunk, tl.sum(acc, axis=0))
         if chunk == 0:
             tl.store(floor + row, low.to(tl.int32))
@@ -108,7 +111,7 @@ if triton is not None:
         # the last chunk holding mass
         mine = (start_mass <= target) & ((target < end) | ((target >= total) & (end == total)))
         if mine & (start_mass < end):
-            low = tl.load(floor + row).to(tl.int64)
+            edge = tl.load(floor + row).to(tl.float32, bitcast=True)
             base = probs + row.to(tl.int64) * vocab
             running = start_mass
             first = tl.full([], 0, tl.int32) + vocab
@@ -116,7 +119,7 @@ if triton is not None:
             for offset in range(0, CHUNK, BLOCK):
                 at = chunk * CHUNK + offset + tl.arange(0, BLOCK)
                 p = tl.load(base + at, mask=at < vocab, other=0.0)
-                q = tl.where(p.to(tl.int32, bitcast=True).to(tl.int64) >= low, p, 0.0)
+                q = tl.where(p >= edge, p, 0.0)
                 sums = running + tl.cumsum(q, axis=0)
                 first = tl.minimum(first, tl.min(tl.where(sums > target, at, vocab), axis=0))
                 last = tl.maximum(last, tl.max(tl.where(q > 0.0, at, -1), axis=0))
