@@ -123,8 +123,9 @@ def test_draw_picks_the_token_the_sorted_nucleus_and_cumsum_pick(top_p: float, d
 )
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_the_rotary_kernel_writes_the_bits_the_torch_step_writes(dtype: torch.dtype) -> None:
-    """Queries turned, keys turned into the cache column, values copied: bit for bit the torch
-    form's (`fused.rotate`, then `index_copy_`), other columns untouched."""
+    """Queries turned and keys turned into the cache column as the torch form turns them
+    (`fused.rotate`, then `index_copy_`; to the dtype's rounding: the kernel may fuse a product into
+    the sum), values copied bit for bit, other columns untouched."""
     assert triton_rotary.available(128)
     gen = torch.Generator().manual_seed(0)
     heads, kv, d, rows, width = 16, 2, 128, 24, 40
@@ -136,8 +137,12 @@ def test_the_rotary_kernel_writes_the_bits_the_torch_step_writes(dtype: torch.dt
     qk = rotate(y[:, :, : heads + kv], cos[:, :, None], sin[:, :, None])
     expected[0].index_copy_(2, column, qk[:, :, heads:].transpose(1, 2))
     expected[1].index_copy_(2, column, y[:, :, heads + kv :].transpose(1, 2))
-    assert torch.equal(q, qk[:, 0, :heads])
-    assert torch.equal(cache, expected)
+    torch.testing.assert_close(q, qk[:, 0, :heads])
+    torch.testing.assert_close(cache[0], expected[0])
+    assert torch.equal(cache[1], expected[1])
+    untouched = torch.ones(width, dtype=torch.bool)
+    untouched[29] = False
+    assert torch.equal(cache[0][:, :, untouched], expected[0][:, :, untouched])
 
 
 def test_min_new_tokens_holds_and_same_call_same_samples(policy: TeamPolicy) -> None:
