@@ -137,8 +137,16 @@ def test_the_rotary_kernel_writes_the_bits_the_torch_step_writes(dtype: torch.dt
     qk = rotate(y[:, :, : heads + kv], cos[:, :, None], sin[:, :, None])
     expected[0].index_copy_(2, column, qk[:, :, heads:].transpose(1, 2))
     expected[1].index_copy_(2, column, y[:, :, heads + kv :].transpose(1, 2))
-    torch.testing.assert_close(q, qk[:, 0, :heads])
-    torch.testing.assert_close(cache[0], expected[0])
+    # a product fused into the sum skips one rounding: within one unit of the products' size
+    half = d // 2
+    turned = torch.cat((-y[..., half:], y[..., :half]), -1)[:, 0, : heads + kv].float()
+    size = (
+        y[:, 0, : heads + kv].float().abs() * cos.float().abs() + turned.abs() * sin.float().abs()
+    )
+    bound = size * torch.finfo(dtype).eps
+    got = torch.cat((q, cache[0][:, :, 29]), 1).float()
+    assert ((got - qk[:, 0].float()).abs() <= bound).all()
+    assert (got == qk[:, 0].float()).float().mean() > 0.5  # H200: 0.75 equal, both dtypes
     assert torch.equal(cache[1], expected[1])
     untouched = torch.ones(width, dtype=torch.bool)
     untouched[29] = False

@@ -6,8 +6,9 @@ token, ~0.1 s of a 1.15 s generation at the 3B shape (36 layers x 128 tokens; is
 program per row and head reads the head's values from the fused qkv projection and writes the
 turned query to a buffer, the turned key or the value to the cache column. The arithmetic is the
 torch form's, rounded where it rounds (each product to the values' dtype, then their sum), but the
-compiler may fuse a product into the sum (one rounding fewer): on an H200 a few values differ from
-torch's by one unit in the last place, in float32 and bfloat16 alike. Values are copied exactly.
+compiler may fuse a product into the sum (one rounding fewer): on an H200 a quarter of the turned
+values differ from torch's, by at most one unit of the products' size, in float32 and bfloat16
+alike. Values are copied exactly.
 """
 
 from __future__ import annotations
