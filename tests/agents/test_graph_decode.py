@@ -122,7 +122,7 @@ def test_draw_picks_the_token_the_sorted_nucleus_and_cumsum_pick(top_p: float, d
     not torch.cuda.is_available(), reason="a Triton kernel of the GPU's decode step"
 )
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_the_rotary_kernel_writes_the_bits_the_torch_step_writes(dtype: torch.dtype) -> None:
+def test_the_rotary_kernel_turns_and_writes_as_the_torch_step_does(dtype: torch.dtype) -> None:
     """Queries turned and keys turned into the cache column as the torch form turns them
     (`fused.rotate`, then `index_copy_`; to the dtype's rounding: the kernel may fuse a product into
     the sum), values copied bit for bit, other columns untouched."""
