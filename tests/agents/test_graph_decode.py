@@ -15,7 +15,7 @@ import torch
 from conftest import lora, model_spec, sampling
 
 from orchestry.agents.base import GenRequest
-from orchestry.agents.lora import triton_rotary, triton_sampler
+from orchestry.agents.lora import triton_decode, triton_rotary, triton_support
 from orchestry.agents.lora.device_sampler import draw, nucleus_floor, torch_nucleus_floor
 from orchestry.agents.lora.fused import rotate
 from orchestry.agents.lora.graph_decode import PROMPT_BUCKET, ROW_BUCKET, decode_shape, supports
@@ -45,9 +45,7 @@ DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 def on(device: str) -> str:
     """`device`, and on a GPU the Triton kernels it must sample with (triton_sampler.py)."""
     if device == "cuda":
-        assert triton_sampler.kernels() is not None, (
-            "Triton is missing: the GPU would sample in torch"
-        )
+        assert triton_support.triton is not None, "Triton is missing: the GPU would sample in torch"
     return device
 
 
@@ -151,6 +149,75 @@ def test_the_rotary_kernel_turns_and_writes_as_the_torch_step_does(dtype: torch.
     untouched = torch.ones(width, dtype=torch.bool)
     untouched[29] = False
     assert torch.equal(cache[0][:, :, untouched], expected[0][:, :, untouched])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="a Triton kernel of the GPU's sampler")
+def test_a_row_of_nan_draws_token_0_as_the_torch_form_does() -> None:
+    """No chunk of an all-NaN row claims the pick: the token must be 0, not what memory held."""
+    logits = torch.randn((4, 20_000), generator=torch.Generator().manual_seed(0))
+    logits[2] = math.nan
+    uniform = torch.full((4,), 0.5)
+    for top_p in (0.9, 1.0):
+        torch.empty(10**7, dtype=torch.int64, device="cuda").fill_(12345)  # dirty the allocator
+        got = draw(logits.to(on("cuda")), uniform.to("cuda"), 1.0, 0, top_p).cpu()
+        assert got[2] == 0 == draw(logits, uniform, 1.0, 0, top_p)[2]
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="a Triton kernel of the GPU's decode step"
+)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("heads, kv, d", [(16, 2, 128), (9, 3, 64)])
+def test_the_decode_attention_kernel_attends_as_sdpa_does(
+    dtype: torch.dtype, heads: int, kv: int, d: int
+) -> None:
+    """The kernel's output against torch's SDPA with the decode step's mask (real columns up to the
+    one written this step), both against float64. Columns after it and padding columns hold NaN:
+    the kernel must not read them (SDPA would spread the NaN: it is left out of its inputs)."""
+    gen = torch.Generator().manual_seed(0)
+    rows, width, column = 24, 300, 201
+    q = torch.randn((rows, heads, d), generator=gen).to("cuda", dtype)
+    cache = torch.randn((2, rows, kv, width, d), generator=gen).to("cuda", dtype)
+    real = torch.rand((rows, width), generator=gen).to("cuda") > 0.2
+    real[:, column] = True
+    seen = real & (torch.arange(width, device="cuda") <= column)
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        q.reshape(rows, kv, heads // kv, d).double(),
+        *cache.double().where(seen[None, :, None, :, None], 0.0),
+        attn_mask=seen[:, None, None, :],
+        scale=d**-0.5,
+    ).reshape(rows, heads, d)
+    torch_form = torch.nn.functional.scaled_dot_product_attention(
+        q.reshape(rows, kv, heads // kv, d),
+        cache[0],
+        cache[1],
+        attn_mask=seen[:, None, None, :],
+        scale=d**-0.5,
+    ).reshape(rows, heads, d)
+    cache.masked_fill_(~seen[None, :, None, :, None], math.nan)
+    got = triton_decode.decode_attention(
+        q, cache, real, torch.tensor([column], device="cuda"), d**-0.5
+    )
+    error = (got.double() - expected).abs().max().item()
+    torch_error = (torch_form.double() - expected).abs().max().item()
+    size = expected.abs().max().item()
+    assert error <= 2 * torch_error + 4 * torch.finfo(dtype).eps * size, (error, torch_error)
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="a Triton kernel of the GPU's decode step"
+)
+def test_the_gated_activation_kernel_rounds_as_torch_does() -> None:
+    """silu(gate) * up as torch computes it in bfloat16 (each op rounded to bfloat16), up to one
+    unit in the last place where the exponentials differ."""
+    y = torch.randn((128, 2 * 11008), generator=torch.Generator().manual_seed(0)) * 4
+    y = y.to("cuda", torch.bfloat16)
+    gate, up = y.chunk(2, dim=-1)
+    expected = torch.nn.functional.silu(gate) * up
+    got = triton_decode.silu_mul(y)
+    ulp = expected.float().abs() * torch.finfo(torch.bfloat16).eps
+    assert ((got.float() - expected.float()).abs() <= ulp + 1e-30).all()
+    assert (got == expected).float().mean() > 0.99
 
 
 def test_min_new_tokens_holds_and_same_call_same_samples(policy: TeamPolicy) -> None:

@@ -18,6 +18,7 @@ import math
 import torch
 
 from orchestry.agents.lora import triton_sampler
+from orchestry.agents.lora.triton_support import usable
 
 NUCLEUS_STEPS = 30
 """Bisection steps of `nucleus_floor`: a probability is at most 1.0, whose float32 bit pattern
@@ -28,7 +29,7 @@ def nucleus_floor(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     """`torch_nucleus_floor`, on a GPU by Triton kernels (triton_sampler.py) where Triton is
     installed: the torch form's ~5 kernels a bisection step, each over the whole [rows, vocab]
     tensor, cost more than the sort they replaced."""
-    if probs.is_cuda and triton_sampler.kernels() is not None:
+    if usable(probs):
         return triton_sampler.nucleus_floor(probs, top_p)
     return torch_nucleus_floor(probs, top_p)
 
@@ -64,7 +65,7 @@ def draw(
         kth = scaled.topk(top_k, dim=-1).values[:, -1:]
         scaled = scaled.masked_fill(scaled < kth, -math.inf)
     probs = scaled.softmax(-1)
-    if probs.is_cuda and triton_sampler.kernels() is not None:
+    if usable(probs):
         return triton_sampler.pick(probs, uniform, top_p)
     if top_p < 1.0:
         probs = probs * (probs >= nucleus_floor(probs, top_p))

@@ -16,7 +16,10 @@ once, eagerly, left-padded to a multiple of `PROMPT_BUCKET` columns, and its key
 the rows that share it (the G samples of a group: at the 3B shape prefilling all 128 rows took ~0.45 s
 of a 1.8 s generation, issue 36); the batch is padded to a multiple of `ROW_BUCKET` rows.
 
-On a CPU the same code runs eagerly (no graph); the tests compare it with `generate` there.
+On a GPU with Triton three steps of the decode layer are kernels of this package: the rotary turn
+with the cache write (triton_rotary), attention over the cache up to the column being written and
+the gated activation (triton_decode); elsewhere they are the torch operations beside them. On a CPU
+the same code runs eagerly (no graph); the tests compare it with `generate` there.
 """
 
 from __future__ import annotations
@@ -33,8 +36,11 @@ from peft.tuners.lora import LoraLayer
 from orchestry.agents.base import SamplingSpec
 from orchestry.agents.lora.device_sampler import draw
 from orchestry.agents.lora.fused import Fused, rotate
+from orchestry.agents.lora.kv_prefix import distinct_prompts, pad_rows
+from orchestry.agents.lora.triton_decode import decode_attention, silu_mul
 from orchestry.agents.lora.triton_rotary import available as rotary_kernel_available
 from orchestry.agents.lora.triton_rotary import rotary_into_cache
+from orchestry.agents.lora.triton_support import usable
 
 PROMPT_BUCKET = 64
 """Prompts are left-padded to a multiple of this many columns (few graph shapes)."""
@@ -95,8 +101,13 @@ class GraphDecoder:
         self.head = inner.lm_head
         device, dtype = self.embed.weight.device, self.embed.weight.dtype
         self.device = device
-        # on a GPU with Triton the decode step turns queries and keys in one kernel (triton_rotary)
-        self.fused_rotary = device.type == "cuda" and rotary_kernel_available(self.head_dim)
+        # on a GPU with Triton the decode step turns queries and keys into the cache in one kernel
+        # (triton_rotary), attends and applies the gated activation in one each (triton_decode)
+        probe = self.embed.weight
+        self.fused_rotary = usable(probe) and rotary_kernel_available(self.head_dim)
+        self.fused_attention = self.fused_rotary
+        act = body.layers[0].mlp.act_fn
+        self.fused_act = usable(probe) and isinstance(act, torch.nn.SiLU)
         b, length = shape.rows, shape.width + shape.max_new
         self.layers = []
         for layer in body.layers:
@@ -132,7 +143,7 @@ class GraphDecoder:
         ids: torch.Tensor,
         positions: torch.Tensor,
         columns: torch.Tensor | None,
-        mask: torch.Tensor,
+        mask: torch.Tensor | None,
         prompts: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """Hidden states of the last column; writes the keys/values at `columns` (None: 0..T-1).
@@ -151,46 +162,77 @@ class GraphDecoder:
             norm = layer.input_layernorm
             x = rms(h, (h.shape[-1],), norm.weight, norm.variance_epsilon)
             y = qkv(x, rows=first).view(b, t, heads + 2 * kv, d)
-            if columns is None:  # prefill: the first t columns
-                qk = rotate(y[:, :, : heads + kv], cos, sin)  # queries and keys turn together
-                q, k, v = qk[:, :, :heads], qk[:, :, heads:], y[:, :, heads + kv :]
-                k, v = k.transpose(1, 2), v.transpose(1, 2)
-                cache[0, :, :, :t] = k if of is None else k.index_select(0, of)
-                cache[1, :, :, :t] = v if of is None else v.index_select(0, of)
-                group = heads // kv
-                att = torch.nn.functional.scaled_dot_product_attention(
-                    q.transpose(1, 2),
-                    k.repeat_interleave(group, 1),
-                    v.repeat_interleave(group, 1),
-                    attn_mask=mask,
-                    scale=scaling,
-                ).transpose(1, 2)
-            else:  # one new column: the query heads of a key/value head attend together
-                if self.fused_rotary:  # one kernel turns them and writes the cache column
-                    q = rotary_into_cache(
-                        y[:, 0], cos[:, 0, 0], sin[:, 0, 0], cache, columns, heads, kv
-                    )
-                else:
-                    qk = rotate(y[:, :, : heads + kv], cos, sin)
-                    q, k, v = qk[:, :, :heads], qk[:, :, heads:], y[:, :, heads + kv :]
-                    cache[0].index_copy_(2, columns, k.transpose(1, 2))
-                    cache[1].index_copy_(2, columns, v.transpose(1, 2))
-                att = torch.nn.functional.scaled_dot_product_attention(
-                    q.reshape(b, kv, heads // kv, d),
-                    cache[0],
-                    cache[1],
-                    attn_mask=mask,
-                    scale=scaling,
-                )
+            q, k, v = self._turn_into_cache(y, cos, sin, cache, columns, of)
+            att = self._attend(q, k, v, cache, columns, mask, scaling)
             h = o(att.reshape(b * t, heads * d), residual=h, rows=first)
             norm = layer.post_attention_layernorm
             x = rms(h, (h.shape[-1],), norm.weight, norm.variance_epsilon)
-            gate, up = gate_up(x, rows=first).chunk(2, dim=-1)
-            h = down(act(gate) * up, residual=h, rows=first)
+            if columns is not None and self.fused_act:
+                h = down(silu_mul(gate_up(x)), residual=h)
+            else:
+                gate, up = gate_up(x, rows=first).chunk(2, dim=-1)
+                h = down(act(gate) * up, residual=h, rows=first)
         last = h.view(b, t, -1)[:, -1]
         if of is not None:
             last = last.index_select(0, of)
         return rms(last, (last.shape[-1],), self.norm.weight, self.norm.variance_epsilon)
+
+    def _turn_into_cache(
+        self,
+        y: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        cache: torch.Tensor,
+        columns: torch.Tensor | None,
+        of: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """Queries and keys turned, keys and values written to the cache (prefill: the first t
+        columns, copied to the rows of each prompt; decode: `columns`). Returns q [b, t, heads, d]
+        and, in torch's form, k and v [b, kv, t, d]; the decode kernel returns q [b, heads, d]."""
+        heads, kv, t = self.heads, self.kv_heads, y.shape[1]
+        if columns is not None and self.fused_rotary:  # turned and written by one kernel
+            q = rotary_into_cache(y[:, 0], cos[:, 0, 0], sin[:, 0, 0], cache, columns, heads, kv)
+            return q, None, None
+        qk = rotate(y[:, :, : heads + kv], cos, sin)  # queries and keys turn together
+        q, k, v = qk[:, :, :heads], qk[:, :, heads:].transpose(1, 2), y[:, :, heads + kv :]
+        v = v.transpose(1, 2)
+        if columns is None:
+            cache[0, :, :, :t] = k if of is None else k.index_select(0, of)
+            cache[1, :, :, :t] = v if of is None else v.index_select(0, of)
+        else:
+            cache[0].index_copy_(2, columns, k)
+            cache[1].index_copy_(2, columns, v)
+        return q, k, v
+
+    def _attend(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor | None,
+        v: torch.Tensor | None,
+        cache: torch.Tensor,
+        columns: torch.Tensor | None,
+        mask: torch.Tensor | None,
+        scaling: float,
+    ) -> torch.Tensor:
+        """Attention of the new columns' queries; prefill over their own keys, decode over the
+        cache. Returns [b, t, heads, d] (decode: t = 1, any layout that reshapes to it)."""
+        heads, kv, d = self.heads, self.kv_heads, self.head_dim
+        b = q.shape[0]
+        group = heads // kv
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        if columns is None:
+            assert k is not None and v is not None
+            return sdpa(
+                q.transpose(1, 2),
+                k.repeat_interleave(group, 1),
+                v.repeat_interleave(group, 1),
+                attn_mask=mask,
+                scale=scaling,
+            ).transpose(1, 2)
+        if self.fused_attention:  # one program per row and key/value head
+            return decode_attention(q.view(b, heads, d), cache, self.real, columns, scaling)
+        # one new column: the query heads of a key/value head attend together
+        return sdpa(q.reshape(b, kv, group, d), cache[0], cache[1], attn_mask=mask, scale=scaling)
 
     def _choose(self, hidden: torch.Tensor) -> None:
         """Pick the next token of every row from the head's logits; record it; advance the step."""
@@ -213,7 +255,9 @@ class GraphDecoder:
     def _decode_step(self) -> None:
         column = self.step + (self.shape.width - 1)  # the column of the token chosen last
         positions = (self.prompt_len + self.step - 1)[:, None]
-        mask = (self.real & (self.columns[None, :] <= column))[:, None, None, :]
+        mask = None  # the attention kernel reads `self.real` up to `column` itself
+        if not self.fused_attention:
+            mask = (self.real & (self.columns[None, :] <= column))[:, None, None, :]
         self._choose(self._forward(self.token[:, None], positions, column, mask))
 
     # ------------------------------------------------------------------ one call
@@ -237,19 +281,10 @@ class GraphDecoder:
                 part.refresh(adapter)
         # the distinct (prompt, adapter) pairs are prefilled once each (the G samples of a group
         # share theirs), their keys and values copied to every row that has them
-        keys = [(tuple(row), a) for row, a in zip(rows, row_adapter, strict=True)]
-        first_row: dict[tuple, int] = {}
-        for i, k in enumerate(keys):
-            first_row.setdefault(k, i)
-        index = {k: u for u, k in enumerate(first_row)}
-        first = list(first_row.values())
-        ids = torch.full((len(first), s.width), pad, dtype=torch.long)
-        real = torch.zeros((len(first), s.width), dtype=torch.bool)
-        for u, i in enumerate(first):
-            ids[u, s.width - len(rows[i]) :] = torch.tensor(rows[i])
-            real[u, s.width - len(rows[i]) :] = True
-        ids, real = ids.to(self.device), real.to(self.device)
-        of = torch.tensor([index[k] for k in keys], device=self.device)
+        pairs, first, of_row = distinct_prompts(rows, row_adapter)
+        ids, real = pad_rows([list(p) for p, _ in pairs], s.width, pad, self.device)
+        real = real.bool()
+        of = torch.tensor(of_row, device=self.device)
         self.real[:, : s.width] = real.index_select(0, of)
         self.prompt_len.copy_(self.real[:, : s.width].sum(-1))
         self.stop.zero_()

@@ -21,7 +21,7 @@ import contextlib
 import functools
 import inspect
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -185,6 +185,20 @@ def pad_rows(
             ids[i, cols] = torch.tensor(row, dtype=torch.long)
             mask[i, cols] = 1
     return ids.to(device), mask.to(device)
+
+
+def distinct_prompts(
+    prompts: Sequence[Sequence[int]], row_adapter: Sequence[int]
+) -> tuple[list[tuple[tuple[int, ...], int]], list[int], list[int]]:
+    """The distinct (prompt, adapter) pairs of the rows in the order they first appear, the row
+    where each first appears, and each row's pair: the G samples of a group share one prompt,
+    run once per adapter (decoding's prefill and the update's prompt pass alike)."""
+    first: dict[tuple[tuple[int, ...], int], int] = {}
+    for i, pair in enumerate(zip(map(tuple, prompts), row_adapter, strict=True)):
+        first.setdefault(pair, i)
+    index = {pair: u for u, pair in enumerate(first)}
+    of = [index[pair] for pair in zip(map(tuple, prompts), row_adapter, strict=True)]
+    return list(first), list(first.values()), of
 
 
 def _run_into(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor, cache: Cache) -> None:

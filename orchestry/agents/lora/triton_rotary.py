@@ -15,12 +15,7 @@ from __future__ import annotations
 
 import torch
 
-try:
-    import triton
-    import triton.language as tl
-except ImportError:  # the CPU wheel of torch comes without it
-    triton = None
-
+from orchestry.agents.lora.triton_support import tl, triton
 
 if triton is not None:
 

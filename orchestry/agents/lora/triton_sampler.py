@@ -17,15 +17,9 @@ at once, so 8 passes find the floor:
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
-try:
-    import triton
-    import triton.language as tl
-except ImportError:  # the CPU wheel of torch comes without it
-    triton = None
+from orchestry.agents.lora.triton_support import tl, triton
 
 WAYS = 16
 """Thresholds tested a pass: the interval shrinks 16-fold."""
@@ -41,17 +35,22 @@ BLOCK = 256
 if triton is not None:
 
     @triton.jit
+    def _thresholds(low, high, W: tl.constexpr):
+        """The `W` thresholds a pass tests, spread over [low, high) from `low` up."""
+        return low + (tl.arange(0, W).to(tl.int64) * (high - low)) // W
+
+    @triton.jit
     def _interval(
         part, row, rows, top_p, STEPS: tl.constexpr, CHUNKS: tl.constexpr, W: tl.constexpr
     ):
         low = tl.full([], 0, tl.int64)
         high = tl.full([], 0x3F800001, tl.int64)  # 1.0's bits + 1: above every probability's
-        ways = tl.arange(0, W).to(tl.int64)
+        ways = tl.arange(0, W)
         chunk = tl.arange(0, CHUNKS)
         for s in tl.static_range(STEPS):
-            at = ((s * rows + row) * CHUNKS + chunk)[:, None] * W + tl.arange(0, W)[None, :]
+            at = ((s * rows + row) * CHUNKS + chunk)[:, None] * W + ways[None, :]
             mass = tl.sum(tl.load(part + at), axis=0)
-            below = low + (ways * (high - low)) // W
+            below = _thresholds(low, high, W)
             enough = (mass >= top_p) | (ways == 0)  # mass at or above `low` is enough throughout
             new_low = tl.max(tl.where(enough, below, low), axis=0)
             high = tl.min(tl.where(enough, high, below), axis=0)
@@ -65,7 +64,7 @@ if triton is not None:
     ):  # fmt: skip
         row, chunk = tl.program_id(0), tl.program_id(1)
         low, high = _interval(part, row, rows, top_p, STEP, CHUNKS, W)
-        below = low + (tl.arange(0, W).to(tl.int64) * (high - low)) // W
+        below = _thresholds(low, high, W)
         # non-negative floats order as their bits: compare as floats, sum once at the end
         edge = below.to(tl.int32).to(tl.float32, bitcast=True)
         acc = tl.zeros([BLOCK, W], dtype=tl.float32)
@@ -128,15 +127,9 @@ if triton is not None:
             tl.store(out + row, tl.where(first < vocab, first, last).to(tl.int64))
 
 
-def kernels() -> tuple[Any, Any, Any] | None:
-    """(mass_kernel, kept_kernel, pick_kernel), or None without Triton."""
-    return None if triton is None else (mass_kernel, kept_kernel, pick_kernel)
-
-
 def _launch(
     probs: torch.Tensor, top_p: float, uniform: torch.Tensor | None
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    mass, kept_k, pick = kernels()  # type: ignore[misc]
     probs = probs.contiguous()
     rows, vocab = probs.shape
     chunks = -(-vocab // CHUNK)
@@ -148,14 +141,19 @@ def _launch(
     floor = torch.empty(rows, dtype=torch.int32, device=probs.device)
     sizes = {"CHUNK": CHUNK, "CHUNKS": padded, "BLOCK": BLOCK}
     for step in range(steps):
-        mass[(rows, chunks)](probs, part, vocab, rows, float(top_p), STEP=step, W=WAYS, **sizes)
-    kept_k[(rows, chunks)](
+        mass_kernel[(rows, chunks)](
+            probs, part, vocab, rows, float(top_p), STEP=step, W=WAYS, **sizes
+        )
+    kept_kernel[(rows, chunks)](
         probs, part, kept, floor, vocab, rows, float(top_p), STEPS=steps, W=WAYS, **sizes
     )
     if uniform is None:
         return floor, None
-    out = torch.empty(rows, dtype=torch.int64, device=probs.device)
-    pick[(rows, chunks)](probs, kept, floor, uniform.float().contiguous(), out, vocab, **sizes)
+    # zeros: a row no chunk claims (all NaN) picks token 0, as the torch form does
+    out = torch.zeros(rows, dtype=torch.int64, device=probs.device)
+    pick_kernel[(rows, chunks)](
+        probs, kept, floor, uniform.float().contiguous(), out, vocab, **sizes
+    )
     return floor, out
 
 

@@ -30,7 +30,7 @@ from peft.tuners.lora import LoraLayer
 
 from orchestry.agents.lora.fused import frozen_concat, rotate
 from orchestry.agents.lora.graph_decode import supports
-from orchestry.agents.lora.kv_prefix import checkpointing, pad_rows
+from orchestry.agents.lora.kv_prefix import checkpointing, distinct_prompts, pad_rows
 
 
 def written_applies(model: PeftModel, path: str | None) -> bool:
@@ -288,22 +288,20 @@ def pass_inputs(
     """The rows laid out for `WrittenForward.logprobs`. `shape` (rows, prompts, prompt width,
     completion width), at least the rows' own, pads them to a fixed layout: padding rows have no
     real completion token and padding prompts none at all, so they change no real row's values."""
-    keys = [(tuple(p), a) for p, a in zip(prompts, row_adapter, strict=True)]
-    unique = list(dict.fromkeys(keys))
-    need = (len(keys), len(unique), max(len(p) for p, _ in unique), max(map(len, completions)))
+    unique, _, of = distinct_prompts(prompts, row_adapter)
+    need = (len(of), len(unique), max(len(p) for p, _ in unique), max(map(len, completions)))
     n_rows, n_prompts, width_p, width_c = shape or need
     if any(s < n for s, n in zip((n_rows, n_prompts, width_p, width_c), need, strict=True)):
         raise ValueError(f"pass shape {shape} is smaller than its rows' {need}")
-    extra_p, extra_r = n_prompts - len(unique), n_rows - len(keys)
+    extra_p, extra_r = n_prompts - len(unique), n_rows - len(of)
     pre_ids, pre_real = pad_rows(
         [list(p) for p, _ in unique] + [[]] * extra_p, width_p, pad, device
     )
     comp_ids, comp_real = pad_rows(
         list(completions) + [[]] * extra_r, width_c, pad, device, side="right"
     )
-    index = {k: i for i, k in enumerate(unique)}
     host = torch.tensor(
-        [index[k] for k in keys]
+        of
         + [0] * extra_r
         + [a for _, a in unique]
         + [0] * extra_p
