@@ -18,8 +18,15 @@ from orchestry.agents.base import GenRequest
 from orchestry.agents.lora import triton_decode, triton_rotary, triton_support
 from orchestry.agents.lora.device_sampler import draw, nucleus_floor, torch_nucleus_floor
 from orchestry.agents.lora.fused import rotate
-from orchestry.agents.lora.graph_decode import PROMPT_BUCKET, ROW_BUCKET, decode_shape, supports
+from orchestry.agents.lora.graph_decode import (
+    PROMPT_BUCKET,
+    ROW_BUCKET,
+    GraphDecoder,
+    decode_shape,
+    supports,
+)
 from orchestry.agents.lora.team import TeamPolicy
+from orchestry.agents.lora.triton_support import usable
 
 pytestmark = pytest.mark.slow  # a real model trains or generates in every test here
 
@@ -236,3 +243,8 @@ def test_shapes_are_bucketed_and_the_embedded_model_is_supported(policy: TeamPol
     shape = decode_shape([[1] * 70, [1] * 3], sampling(max_new_tokens=32))
     assert (shape.rows, shape.width) == (ROW_BUCKET, 2 * PROMPT_BUCKET)
     assert supports(policy.peft_model("aux"))
+    decoder = GraphDecoder(policy.peft_model("aux"), ("aux", "main"), shape)
+    # the GPU's decode step runs every Triton kernel (the activation's test once missed SiLU)
+    assert decoder.silu
+    on_gpu = usable(decoder.embed.weight)
+    assert decoder.fused_rotary == decoder.fused_attention == decoder.fused_act == on_gpu

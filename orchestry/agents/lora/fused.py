@@ -68,18 +68,23 @@ class Fused:
         rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """x: [rows * tokens, in] -> [rows * tokens, out] (+ residual, in the same kernel); `rows`:
-        which of the batch's rows x holds (None: all, in order), for their adapters' masks."""
+        which of the batch's rows x holds (None: all, in order), for their adapters' masks.
+
+        Without a bias the sum is accumulated into `residual` itself (the caller's running hidden
+        state, which it replaces by the result) and the LoRA term into the result: in place, a
+        GEMM skips copying its addend first (two copies a layer and token in decoding, issue 36);
+        the values are those of the out-of-place `addmm`."""
         if residual is None or self.bias is not None:
             y = torch.nn.functional.linear(x, self.weight, self.bias)
             y = y if residual is None else y + residual
         else:
-            y = torch.addmm(residual, x, self.weight.t())
+            y = residual.addmm_(x, self.weight.t())
         if self.a is not None:
             mask = self.mask if rows is None else self.mask.index_select(0, rows)
             low = (torch.mm(x, self.a.t()).view(mask.shape[0], -1, self.a.shape[0]) * mask).view(
                 x.shape[0], -1
             )
-            y = torch.addmm(y, low, self.b.t())
+            y.addmm_(low, self.b.t())
         return y
 
 

@@ -106,8 +106,9 @@ class GraphDecoder:
         probe = self.embed.weight
         self.fused_rotary = usable(probe) and rotary_kernel_available(self.head_dim)
         self.fused_attention = self.fused_rotary
-        act = body.layers[0].mlp.act_fn
-        self.fused_act = usable(probe) and isinstance(act, torch.nn.SiLU)
+        # the layers' act_fn is transformers' own SiLU module: the config names the function
+        self.silu = getattr(config, "hidden_act", None) in ("silu", "swish")
+        self.fused_act = usable(probe) and self.silu
         b, length = shape.rows, shape.width + shape.max_new
         self.layers = []
         for layer in body.layers:

@@ -84,11 +84,13 @@ def decode_attention(
     real: torch.Tensor,
     column: torch.Tensor,
     scale: float,
+    columns: int = COLUMNS,
 ) -> torch.Tensor:
     """q: one token's turned queries [rows, heads, d]; cache: [2, rows, kv, width, d]; real: [rows,
     width] bool, the key columns holding tokens; column: [1], the last column to read. Returns
     softmax(q k^T * scale) v over the columns <= column that are real, [rows, heads, d], each query
-    head attending to the key/value head of its group (heads // kv consecutive heads)."""
+    head attending to the key/value head of its group (heads // kv consecutive heads). `columns`:
+    key columns a program reads at a time (a power of two, at least 16)."""
     rows, heads, d = q.shape
     kv = cache.shape[2]
     keys, values = cache[0], cache[1]
@@ -99,7 +101,7 @@ def decode_attention(
     attention_kernel[(rows, kv)](
         q, keys, values, real, column, out, float(scale),
         group, q.stride(0), keys.stride(0), keys.stride(1), keys.stride(2), real.stride(0),
-        G=max(16, triton.next_power_of_2(group)), D=d, N=COLUMNS,
+        G=max(16, triton.next_power_of_2(group)), D=d, N=columns,
         PRECISION="ieee" if q.dtype == torch.float32 else "tf32",  # float32 in full, as torch's
     )  # fmt: skip
     return out

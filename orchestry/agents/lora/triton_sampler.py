@@ -5,7 +5,7 @@ whole [rows, vocab] tensor a step, then a cumsum over the vocabulary (251 us a t
 shape). A first kernel did the bisection with one program per row, 31 passes over its row: 3.7 ms a
 token at 128 rows x 151,936 entries (0.47 s of a 1.53 s generation; issue 36), one SM's bandwidth a
 row. Here every launch runs rows x vocabulary chunks programs, and each pass tests `WAYS` thresholds
-at once, so 8 passes find the floor:
+at once, so `passes(WAYS)` passes find the floor:
 
 - `mass_kernel`, pass s: each program rebuilds the row's search interval from the passes before it
   (`_interval`: the same sums in the same order in every program, so all agree) and writes the mass
@@ -21,11 +21,22 @@ import torch
 
 from orchestry.agents.lora.triton_support import tl, triton
 
-WAYS = 16
-"""Thresholds tested a pass: the interval shrinks 16-fold."""
-PASSES = 8
-"""The interval starts at [0, bits of 1.0 + 1) (< 2**30 wide); ceil-dividing it by 16 eight times
-leaves one value."""
+WAYS = 8
+"""Thresholds tested a pass: the interval shrinks 8-fold, so 10 passes find the floor. A pass costs
+about its comparisons (rows x vocabulary x WAYS: 16 took 70 us a pass at the 3B shape on an H200,
+8 passes; benchmarks/decode_kernels.py times each choice)."""
+BITS = 30
+"""The interval starts at [0, bits of 1.0 + 1), under 2**30 wide."""
+
+
+def passes(ways: int) -> int:
+    """Passes that shrink the interval to one value: ceil-dividing 2**30 by `ways` that often."""
+    n = 0
+    while ways**n < 2**BITS:
+        n += 1
+    return n
+
+
 CHUNK = 8192
 """Vocabulary entries a program covers (151,936 -> 19 chunks a row)."""
 BLOCK = 256
@@ -128,24 +139,24 @@ if triton is not None:
 
 
 def _launch(
-    probs: torch.Tensor, top_p: float, uniform: torch.Tensor | None
+    probs: torch.Tensor, top_p: float, uniform: torch.Tensor | None, ways: int
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     probs = probs.contiguous()
     rows, vocab = probs.shape
     chunks = -(-vocab // CHUNK)
     padded = 1 << (chunks - 1).bit_length()
-    steps = PASSES if top_p < 1.0 else 0
+    steps = passes(ways) if top_p < 1.0 else 0
     # unused chunks' slots stay zero: they add nothing to the sums
-    part = torch.zeros((max(steps, 1), rows, padded, WAYS), device=probs.device)
+    part = torch.zeros((max(steps, 1), rows, padded, ways), device=probs.device)
     kept = torch.zeros((rows, padded), device=probs.device)
     floor = torch.empty(rows, dtype=torch.int32, device=probs.device)
     sizes = {"CHUNK": CHUNK, "CHUNKS": padded, "BLOCK": BLOCK}
     for step in range(steps):
         mass_kernel[(rows, chunks)](
-            probs, part, vocab, rows, float(top_p), STEP=step, W=WAYS, **sizes
+            probs, part, vocab, rows, float(top_p), STEP=step, W=ways, **sizes
         )
     kept_kernel[(rows, chunks)](
-        probs, part, kept, floor, vocab, rows, float(top_p), STEPS=steps, W=WAYS, **sizes
+        probs, part, kept, floor, vocab, rows, float(top_p), STEPS=steps, W=ways, **sizes
     )
     if uniform is None:
         return floor, None
@@ -157,12 +168,14 @@ def _launch(
     return floor, out
 
 
-def nucleus_floor(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+def nucleus_floor(probs: torch.Tensor, top_p: float, ways: int = WAYS) -> torch.Tensor:
     """`device_sampler.torch_nucleus_floor`'s value, [rows, 1]."""
-    return _launch(probs, top_p, None)[0].view(torch.float32)[:, None]
+    return _launch(probs, top_p, None, ways)[0].view(torch.float32)[:, None]
 
 
-def pick(probs: torch.Tensor, uniform: torch.Tensor, top_p: float) -> torch.Tensor:
+def pick(
+    probs: torch.Tensor, uniform: torch.Tensor, top_p: float, ways: int = WAYS
+) -> torch.Tensor:
     """Per row the token inverse CDF over the nucleus picks for `uniform`: the first whose running
     sum of kept probabilities, in vocabulary order, exceeds `uniform * the kept total`."""
-    return _launch(probs, top_p, uniform)[1]  # type: ignore[return-value]
+    return _launch(probs, top_p, uniform, ways)[1]  # type: ignore[return-value]

@@ -1,0 +1,157 @@
+"""The GPU decode step's Triton kernels against the torch forms they replace, one shape at a time.
+
+Each kernel runs at a named model shape's sizes (orchestry/agents/lora/shapes.py), on random inputs:
+- `sampler`: one token per row drawn with top-p (`device_sampler`'s torch form: the nucleus floor
+  by bisection in torch ops and a cumsum pick) against `triton_sampler.pick` at each of `--ways`
+  (thresholds a pass; `triton_sampler.WAYS` is the one decoding uses);
+- `attention`: one new column's attention over the KV cache (torch's SDPA with the boolean mask the
+  torch form builds) against `triton_decode.decode_attention` at each of `--columns` per block
+  (`triton_decode.COLUMNS` is the one decoding uses);
+- `activation`: `silu(gate) * up` over the fused gate/up output against `triton_decode.silu_mul`.
+
+Every form is captured `--calls` times in one CUDA graph, as the decode step replays it, and the
+graph is replayed `--repeats` times; the JSON holds microseconds a call (the median replay / calls)
+and each kernel's ratio to its torch form in the same run.
+
+    python benchmarks/decode_kernels.py --out results/bench/decode_kernels.json
+
+This is a benchmark, not a test; it needs a GPU with Triton.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from orchestry.agents.lora import triton_decode, triton_sampler
+from orchestry.agents.lora.device_sampler import torch_nucleus_floor
+from orchestry.agents.lora.shapes import shape_named
+from orchestry.provenance import write_bench_manifest
+
+STARTED = time.time()  # the benchmark's wall time runs from here (its manifest)
+
+
+def per_call_us(fn: Callable[[], object], calls: int, repeats: int) -> float:
+    """Median microseconds a call of `fn`, captured `calls` times in one CUDA graph."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()  # compile and warm up outside the capture
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000 / calls)
+    return statistics.median(times)
+
+
+def torch_pick(probs: torch.Tensor, uniform: torch.Tensor, top_p: float) -> torch.Tensor:
+    """`device_sampler.draw`'s torch form after the softmax."""
+    kept = probs * (probs >= torch_nucleus_floor(probs, top_p))
+    total = kept.cumsum(-1)
+    return (total <= uniform[:, None] * total[:, -1:]).sum(-1)
+
+
+def measure(name: str, args: argparse.Namespace) -> dict:
+    shape = shape_named(name)
+    rows, d = args.rows, shape.hidden // shape.heads
+    gen = torch.Generator("cuda").manual_seed(0)
+    timed = lambda fn: round(per_call_us(fn, args.calls, args.repeats), 2)  # noqa: E731
+    out: dict[str, dict[str, float]] = {}
+
+    logits = torch.randn((rows, shape.vocab), device="cuda", generator=gen) / args.temperature
+    probs = logits.softmax(-1)
+    uniform = torch.rand(rows, device="cuda", generator=gen)
+    sampler = {"torch": timed(lambda: torch_pick(probs, uniform, args.top_p))}
+    for ways in args.ways:
+        sampler[f"ways_{ways}"] = timed(
+            lambda w=ways: triton_sampler.pick(probs, uniform, args.top_p, ways=w)
+        )
+    out["sampler"] = sampler
+
+    width = args.prompt + args.new
+    column = torch.tensor([args.prompt + args.new // 2], device="cuda")
+    q = torch.randn((rows, shape.heads, d), device="cuda", generator=gen, dtype=torch.bfloat16)
+    cache = torch.randn(
+        (2, rows, shape.kv_heads, width, d), device="cuda", generator=gen, dtype=torch.bfloat16
+    )
+    real = torch.ones((rows, width), dtype=torch.bool, device="cuda")
+    real[: rows // 2, : args.prompt // 4] = False  # left padding of the shorter prompts
+    mask = (real & (torch.arange(width, device="cuda") <= column))[:, None, None, :]
+    group = shape.heads // shape.kv_heads
+    attention = {
+        "torch": timed(
+            lambda: torch.nn.functional.scaled_dot_product_attention(
+                q.view(rows, shape.kv_heads, group, d), cache[0], cache[1], attn_mask=mask
+            )
+        )
+    }
+    for columns in args.columns:
+        attention[f"columns_{columns}"] = timed(
+            lambda c=columns: triton_decode.decode_attention(q, cache, real, column, d**-0.5, c)
+        )
+    out["attention"] = attention
+
+    y = torch.randn((rows, 2 * shape.intermediate), device="cuda", generator=gen)
+    y = y.to(torch.bfloat16)
+    gate, up = y.chunk(2, dim=-1)
+    out["activation"] = {
+        "torch": timed(lambda: torch.nn.functional.silu(gate) * up),
+        "kernel": timed(lambda: triton_decode.silu_mul(y)),
+    }
+    for row in out.values():
+        for key in [k for k in row if k != "torch"]:
+            row[f"{key}_vs_torch"] = round(row[key] / row["torch"], 3)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--shapes", default="qwen2.5-coder-3b,smollm2-135m")
+    parser.add_argument("--rows", type=int, default=128)
+    parser.add_argument("--prompt", type=int, default=256, help="prompt columns of the cache")
+    parser.add_argument("--new", type=int, default=128, help="new-token columns of the cache")
+    parser.add_argument("--top-p", type=float, default=0.95)
+    parser.add_argument("--temperature", type=float, default=0.8)
+    parser.add_argument("--ways", type=lambda s: [int(x) for x in s.split(",")], default=[4, 8, 16])
+    parser.add_argument(
+        "--columns", type=lambda s: [int(x) for x in s.split(",")], default=[32, 64, 128]
+    )
+    parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args()
+    if not torch.cuda.is_available() or triton_decode.triton is None:
+        sys.exit("decode_kernels.py needs a GPU and Triton")
+    report = {
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "settings": {k: v for k, v in vars(args).items() if k != "out"},
+        "defaults": {"ways": triton_sampler.WAYS, "columns": triton_decode.COLUMNS},
+        "shapes": {},
+    }
+    for name in args.shapes.split(","):
+        report["shapes"][name] = measure(name, args)
+        print(name, json.dumps(report["shapes"][name]), flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    write_bench_manifest(args.out, __file__, sys.argv, STARTED)
+
+
+if __name__ == "__main__":
+    main()
