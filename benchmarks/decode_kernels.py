@@ -30,10 +30,12 @@ from pathlib import Path
 
 import torch
 
-from orchestry.agents.lora import triton_decode, triton_sampler
-from orchestry.agents.lora.device_sampler import torch_nucleus_floor
-from orchestry.agents.lora.shapes import shape_named
-from orchestry.provenance import write_bench_manifest
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout, uninstalled
+
+from orchestry.agents.lora import triton_decode, triton_sampler  # noqa: E402
+from orchestry.agents.lora.device_sampler import torch_nucleus_floor  # noqa: E402
+from orchestry.agents.lora.shapes import shape_named  # noqa: E402
+from orchestry.provenance import write_bench_manifest  # noqa: E402
 
 STARTED = time.time()  # the benchmark's wall time runs from here (its manifest)
 
