@@ -72,8 +72,8 @@ class Fused:
 
         Without a bias the sum is accumulated into `residual` itself (the caller's running hidden
         state, which it replaces by the result) and the LoRA term into the result: in place, a
-        GEMM skips copying its addend first (two copies a layer and token in decoding, issue 36);
-        the values are those of the out-of-place `addmm`."""
+        GEMM skips copying its addend first (four copies a layer and token in decoding at the 3B
+        shape, issue 36); the values are those of the out-of-place `addmm`."""
         if residual is None or self.bias is not None:
             y = torch.nn.functional.linear(x, self.weight, self.bias)
             y = y if residual is None else y + residual

@@ -22,9 +22,10 @@ import torch
 from orchestry.agents.lora.triton_support import tl, triton
 
 WAYS = 8
-"""Thresholds tested a pass: the interval shrinks 8-fold, so 10 passes find the floor. A pass costs
-about its comparisons (rows x vocabulary x WAYS: 16 took 70 us a pass at the 3B shape on an H200,
-8 passes; benchmarks/decode_kernels.py times each choice)."""
+"""Thresholds tested a pass: the interval shrinks 8-fold, so 10 passes find the floor. Fewer
+thresholds make a pass cheaper, but less than in proportion, and need more passes: on an H200 at
+128 rows, 8 is the fastest of 4, 8 and 16 at both the 3B and the 135M vocabularies
+(benchmarks/decode_kernels.py, results/bench/decode_kernels.json)."""
 BITS = 30
 """The interval starts at [0, bits of 1.0 + 1), under 2**30 wide."""
 
