@@ -8,7 +8,14 @@ import torch
 from transformers import DynamicCache, TopKLogitsWarper, TopPLogitsWarper
 
 from orchestry.agents.lora.head_sampler import HeadSampler
-from orchestry.agents.lora.kv_prefix import GrowingCache, pad_rows, plan_prefixes, positions
+from orchestry.agents.lora.kv_prefix import (
+    GrowingCache,
+    distinct_prompts,
+    pad_rows,
+    plan_prefixes,
+    positions,
+)
+from orchestry.agents.lora.triton_sampler import BITS, passes
 
 
 def _scores(peak: float, rows: int = 16, vocab: int = 49152) -> torch.Tensor:
@@ -78,6 +85,29 @@ def test_plan_groups_identical_prompts_and_shared_prefixes() -> None:
     assert len({other.prefix_adapters[g] for g in other.group}) == 2
     for j, g in enumerate(other.group):  # a group never mixes adapters
         assert other.prefix_adapters[g] == ["x", "y", "x", "y", "x", "x"][j]
+
+
+def test_distinct_prompts_are_keyed_by_prompt_and_adapter_in_first_seen_order() -> None:
+    """Decoding's prefill and the update's prompt pass run each (prompt, adapter) pair once: the
+    same prompt asked of two adapters is two pairs, repeats of a pair one."""
+    prompts = [[1, 2], [1, 2], [3], [1, 2], [3]]
+    pairs, first, of = distinct_prompts(prompts, [0, 0, 0, 1, 0])
+    assert pairs == [((1, 2), 0), ((3,), 0), ((1, 2), 1)]
+    assert first == [0, 2, 3]
+    assert of == [0, 0, 1, 2, 1]
+    assert [pairs[u][0] for u in of] == [tuple(p) for p in prompts]
+
+
+@pytest.mark.parametrize("ways, expected", [(2, 30), (4, 15), (8, 10), (16, 8), (32, 6)])
+def test_the_nucleus_passes_narrow_the_bit_interval_to_one_value(ways: int, expected: int) -> None:
+    """Each pass ceil-divides the interval's width by `ways`: the fewest passes with
+    ways ** passes >= 2 ** 30 leave one value; one pass fewer would not."""
+    n = passes(ways)
+    assert n == expected
+    width = 2**BITS
+    for _ in range(n):
+        width = -(-width // ways)
+    assert width == 1 and ways ** (n - 1) < 2**BITS
 
 
 def test_growing_cache_equals_concatenation() -> None:
