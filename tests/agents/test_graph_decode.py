@@ -26,7 +26,6 @@ from orchestry.agents.lora.graph_decode import (
     supports,
 )
 from orchestry.agents.lora.team import TeamPolicy
-from orchestry.agents.lora.triton_support import usable
 
 pytestmark = pytest.mark.slow  # a real model trains or generates in every test here
 
@@ -248,5 +247,5 @@ def test_shapes_are_bucketed_and_the_embedded_model_is_supported(policy: TeamPol
     decoder = GraphDecoder(policy.peft_model("aux"), ("aux", "main"), shape)
     # the GPU's decode step runs every Triton kernel (the activation's test once missed SiLU)
     assert decoder.silu
-    on_gpu = usable(decoder.embed.weight)
+    on_gpu = triton_support.usable(decoder.embed.weight)
     assert decoder.fused_rotary == decoder.fused_attention == decoder.fused_act == on_gpu
