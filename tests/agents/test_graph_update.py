@@ -129,6 +129,8 @@ def test_a_replayed_pass_equals_the_eager_pass(dtype: torch.dtype) -> None:
         p.graph is not None for p in recorded._passes.values()
     )
     assert all(p.graph is None for p in eager._passes.values())
+    # the recorded passes ran silu(gate) * up and its backward as Triton kernels (GatedSilu)
+    assert recorded._forward is not None and recorded._forward.fused_act
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")

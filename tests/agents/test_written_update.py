@@ -83,8 +83,64 @@ def test_mixed_rows_get_their_own_adapters_logprobs_and_gradients(
     (`graph_update`), here eagerly in the first case: padding rows and columns must change neither
     a row's log-prob nor a gradient. The second runs unpadded, as a pass on a CPU does."""
     monkeypatch.setattr(graph_update, "PAD_ON_CPU", padded)
-    policy = team(spec, "written", targets)
-    assert policy.mixes(list(AGENTS))
+    errors = mixed_against_peft(team(spec, "written", targets), atol=2e-3)
+    assert max(errors) < 1e-3, errors
+
+
+def test_on_a_bfloat16_base_the_written_gradient_is_as_close_to_float32_as_peft_is(
+    spec: ModelSpec, monkeypatch
+) -> None:
+    """On a bfloat16 base (a GPU's default) the written path computes the LoRA terms in bfloat16,
+    where peft computes them in the adapters' float32 (issue 36: those casts and float32 GEMMs were
+    a large share of the update at the 3B shape). Against the float32 model's gradient (the same
+    adapters, rows and loss) the base's bfloat16 rounding dominates both paths' errors (~0.1 here,
+    with the LoRA terms in float32 or bfloat16); the written path's stays within twice peft's. A
+    wrong routing, or a LoRA term lost, errs by order 1."""
+    monkeypatch.setattr(graph_update, "PAD_ON_CPU", False)
+    targets = ("q_proj", "k_proj", "v_proj", "o_proj")
+    half = model_spec(cache_dir=str(MODEL_CACHE), dtype="bfloat16")
+    want = gradients(team(spec, "peft", targets), written=False)
+    errors = {}
+    for path in ("written", "peft"):
+        got = gradients(team(half, path, targets), written=path == "written")
+        errors[path] = max(
+            ((torch.cat(got[a]) - torch.cat(want[a])).norm() / torch.cat(want[a]).norm()).item()
+            for a in AGENTS
+        )
+    print("largest relative gradient error against float32", errors)
+    assert errors["written"] <= 2 * errors["peft"], errors
+
+
+def gradients(policy: TeamPolicy, written: bool) -> dict[str, list[torch.Tensor]]:
+    """Each adapter's gradient of the loss of `rows`: both adapters' rows in one written pass, or
+    peft's pass per adapter."""
+    data = rows(policy)
+    agents = [a for a in AGENTS for _ in data[a]]
+    prompts = [r[0] for a in AGENTS for r in data[a]]
+    completions = [r[1] for a in AGENTS for r in data[a]]
+    weights = torch.linspace(-1.0, 1.5, len(agents))
+    if written:
+        policy.mixed_backward(
+            AGENTS,
+            agents,
+            prompts,
+            completions,
+            weights.tolist(),
+            [1.0] * len(agents),
+            RowLoss("sum"),
+        )
+    for agent in AGENTS if not written else ():
+        idx = [i for i, a in enumerate(agents) if a == agent]
+        ref, _ = policy.token_logprobs(
+            agent, [prompts[i] for i in idx], [completions[i] for i in idx], grad=True
+        )
+        (-weights[idx] * ref.sum(-1)).sum().backward()
+    return {a: [p.grad.float().flatten() for p in policy.trainable_parameters(a)] for a in AGENTS}
+
+
+def mixed_against_peft(policy: TeamPolicy, atol: float) -> list[float]:
+    """Both adapters' rows in one written pass against peft's per-adapter passes: the row losses
+    agree to `atol`; returns each adapter's largest relative gradient error."""
     data = rows(policy)
     agents = [a for a in AGENTS for _ in data[a]]
     prompts = [r[0] for a in AGENTS for r in data[a]]
@@ -99,22 +155,24 @@ def test_mixed_rows_get_their_own_adapters_logprobs_and_gradients(
     for a in AGENTS:
         for p in policy.trainable_parameters(a):
             p.grad = None
+    worst = []
     for agent in AGENTS:  # peft's path, one adapter at a time
         idx = [i for i, a in enumerate(agents) if a == agent]
         ref, _ = policy.token_logprobs(
             agent, [prompts[i] for i in idx], [completions[i] for i in idx], grad=True
         )
         expected = -weights[idx] * ref.sum(-1) * scale[idx]
-        torch.testing.assert_close(losses[idx], expected.detach(), atol=2e-3, rtol=1e-4)
+        torch.testing.assert_close(losses[idx], expected.detach(), atol=atol, rtol=1e-4)
         expected.sum().backward()
         params = policy.trainable_parameters(agent)
         errors = [
             ((m - p.grad).norm() / p.grad.norm()).item()
             for m, p in zip(mixed[agent], params, strict=True)
         ]
-        assert max(errors) < 1e-3, (agent, max(errors))
+        worst.append(max(errors))
         # a wrong routing (the other adapter's rows) would move the gradient by order 1
         assert all(p.grad.abs().sum() > 0 for p in params)
+    return worst
 
 
 def test_a_pass_of_one_adapter_leaves_the_others_gradient_alone(spec: ModelSpec) -> None:

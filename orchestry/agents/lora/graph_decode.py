@@ -37,7 +37,7 @@ from orchestry.agents.base import SamplingSpec
 from orchestry.agents.lora.device_sampler import draw
 from orchestry.agents.lora.fused import Fused, rotate
 from orchestry.agents.lora.kv_prefix import distinct_prompts, pad_rows
-from orchestry.agents.lora.triton_decode import decode_attention, silu_mul
+from orchestry.agents.lora.triton_decode import decode_attention, names_silu, silu_mul
 from orchestry.agents.lora.triton_rotary import available as rotary_kernel_available
 from orchestry.agents.lora.triton_rotary import rotary_into_cache
 from orchestry.agents.lora.triton_support import usable
@@ -103,12 +103,11 @@ class GraphDecoder:
         self.device = device
         # on a GPU with Triton the decode step turns queries and keys into the cache in one kernel
         # (triton_rotary), attends and applies the gated activation in one each (triton_decode)
-        probe = self.embed.weight
-        self.fused_rotary = usable(probe) and rotary_kernel_available(self.head_dim)
-        self.fused_attention = self.fused_rotary
-        # the layers' act_fn is transformers' own SiLU module: the config names the function
-        self.silu = getattr(config, "hidden_act", None) in ("silu", "swish")
-        self.fused_act = usable(probe) and self.silu
+        kernels = usable(self.embed.weight)
+        # the rotary and attention kernels both need a power-of-two head size
+        self.fused_attention = kernels and rotary_kernel_available(self.head_dim)
+        self.silu = names_silu(config)
+        self.fused_act = kernels and self.silu
         b, length = shape.rows, shape.width + shape.max_new
         self.layers = []
         for layer in body.layers:
@@ -191,7 +190,7 @@ class GraphDecoder:
         columns, copied to the rows of each prompt; decode: `columns`). Returns q [b, t, heads, d]
         and, in torch's form, k and v [b, kv, t, d]; the decode kernel returns q [b, heads, d]."""
         heads, kv, t = self.heads, self.kv_heads, y.shape[1]
-        if columns is not None and self.fused_rotary:  # turned and written by one kernel
+        if columns is not None and self.fused_attention:  # turned and written by one kernel
             q = rotary_into_cache(y[:, 0], cos[:, 0, 0], sin[:, 0, 0], cache, columns, heads, kv)
             return q, None, None
         qk = rotate(y[:, :, : heads + kv], cos, sin)  # queries and keys turn together
@@ -218,7 +217,8 @@ class GraphDecoder:
         """Attention of the new columns' queries; prefill over their own keys, decode over the
         cache. Returns [b, t, heads, d] (decode: t = 1, any layout that reshapes to it)."""
         heads, kv, d = self.heads, self.kv_heads, self.head_dim
-        b = q.shape[0]
+        if columns is not None and self.fused_attention:  # a program per row and key/value head
+            return decode_attention(q.view(-1, heads, d), cache, self.real, columns, scaling)
         group = heads // kv
         sdpa = torch.nn.functional.scaled_dot_product_attention
         if columns is None:
@@ -230,10 +230,8 @@ class GraphDecoder:
                 attn_mask=mask,
                 scale=scaling,
             ).transpose(1, 2)
-        if self.fused_attention:  # one program per row and key/value head
-            return decode_attention(q.view(b, heads, d), cache, self.real, columns, scaling)
         # one new column: the query heads of a key/value head attend together
-        return sdpa(q.reshape(b, kv, group, d), cache[0], cache[1], attn_mask=mask, scale=scaling)
+        return sdpa(q.reshape(-1, kv, group, d), cache[0], cache[1], attn_mask=mask, scale=scaling)
 
     def _choose(self, hidden: torch.Tensor) -> None:
         """Pick the next token of every row from the head's logits; record it; advance the step."""

@@ -13,7 +13,8 @@ block, keys and values read once, and only the columns up to the one being writt
 the device, so a CUDA graph replays it). Softmax is the online form of flash attention, in
 float32; the probabilities meet the values in the values' dtype, as torch's fused kernels do.
 `silu_mul` reads both halves and writes `silu(gate) * up` rounded where torch rounds: the
-activation to the dtype, then the product.
+activation to the dtype, then the product. `GatedSilu` is the same with its backward, for the
+update's written-out forward.
 """
 
 from __future__ import annotations
@@ -77,6 +78,26 @@ if triton is not None:
         product = (act.to(tl.float32) * up.to(tl.float32)).to(gate.dtype)
         tl.store(out + row * out_row + at, product, mask=inside)
 
+    @triton.jit
+    def silu_mul_backward_kernel(
+        y, grad, dy, width, y_row, grad_row, dy_row, BLOCK: tl.constexpr
+    ):  # fmt: skip
+        row, part = tl.program_id(0).to(tl.int64), tl.program_id(1)
+        at = part * BLOCK + tl.arange(0, BLOCK)
+        inside = at < width
+        gate = tl.load(y + row * y_row + at, mask=inside, other=0.0)
+        up = tl.load(y + row * y_row + width + at, mask=inside, other=0.0)
+        g = tl.load(grad + row * grad_row + at, mask=inside, other=0.0).to(tl.float32)
+        x = gate.to(tl.float32)
+        e = 1.0 + tl.exp(-x)
+        sig = 1.0 / e
+        act = (x / e).to(gate.dtype).to(tl.float32)  # as the forward kernel rounds it
+        # rounded where torch's backward of `silu(gate) * up` rounds: each product to the dtype
+        d_act = (g * up.to(tl.float32)).to(gate.dtype).to(tl.float32)
+        d_gate = d_act * sig * (1.0 + x * (1.0 - sig))
+        tl.store(dy + row * dy_row + at, d_gate.to(gate.dtype), mask=inside)
+        tl.store(dy + row * dy_row + width + at, (g * act).to(gate.dtype), mask=inside)
+
 
 def decode_attention(
     q: torch.Tensor,
@@ -107,6 +128,12 @@ def decode_attention(
     return out
 
 
+def names_silu(config: object) -> bool:
+    """Whether a model's config names SiLU as its MLP's activation: its layers' `act_fn` is then
+    transformers' own SiLU module, not `torch.nn.SiLU` (an isinstance test once missed it)."""
+    return getattr(config, "hidden_act", None) in ("silu", "swish")
+
+
 def silu_mul(y: torch.Tensor) -> torch.Tensor:
     """y: [rows, 2 f], the fused gate/up projection; returns silu(gate) * up, [rows, f]."""
     rows, both = y.shape
@@ -117,3 +144,27 @@ def silu_mul(y: torch.Tensor) -> torch.Tensor:
         y, out, width, y.stride(0), out.stride(0), BLOCK=WIDTH
     )
     return out
+
+
+class GatedSilu(torch.autograd.Function):
+    """`silu_mul` with its backward, for the update (`written_update`): the gradient of both
+    halves written by one kernel into the fused projection's layout. Torch's form takes two
+    elementwise kernels forward, and backward two products, the activation's backward and the
+    concatenation of the halves' gradients, each over [tokens, f] (issue 36)."""
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, y: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(y)
+        return silu_mul(y)
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> torch.Tensor:
+        (y,) = ctx.saved_tensors
+        grad = grad.contiguous()
+        rows, both = y.shape
+        width = both // 2
+        dy = torch.empty_like(y)
+        silu_mul_backward_kernel[(rows, triton.cdiv(width, WIDTH))](
+            y, grad, dy, width, y.stride(0), grad.stride(0), dy.stride(0), BLOCK=WIDTH
+        )
+        return dy

@@ -12,11 +12,14 @@ weights:
   gradients reach them; a row reaches only its own adapter's block through a mask that holds the
   adapter's scaling (alpha / r) there and 0 elsewhere:  y = x W^T + ((x A^T) * mask[row]) B^T;
 - attention is `scaled_dot_product_attention` with a causal mask over left-padded prompts; only
-  the completion columns go through the head.
+  the completion columns go through the head;
+- on a GPU with Triton, the gated activation `silu(gate) * up` and its backward are one kernel
+  each (`triton_decode.GatedSilu`).
 
-The rows of adapter a get exactly peft's LoRA term (the other blocks are multiplied by 0), so the
-gradient of each adapter is the one of a pass over its rows alone, up to float rounding. Plain LoRA
-without dropout only; `supports_written` says when this applies.
+The rows of adapter a get peft's LoRA term (the other blocks are multiplied by 0), so the gradient of
+each adapter is the one of a pass over its rows alone, up to float rounding; the terms are computed
+in the base's dtype (bfloat16 on a GPU), where peft computes them in the adapters' float32. Plain
+LoRA without dropout only; `supports_written` says when this applies.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from peft.tuners.lora import LoraLayer
 from orchestry.agents.lora.fused import frozen_concat, rotate
 from orchestry.agents.lora.graph_decode import supports
 from orchestry.agents.lora.kv_prefix import checkpointing, distinct_prompts, pad_rows
+from orchestry.agents.lora.triton_decode import GatedSilu, names_silu
+from orchestry.agents.lora.triton_support import usable
 
 
 def written_applies(model: PeftModel, path: str | None) -> bool:
@@ -97,15 +102,22 @@ class _Group:
         lora: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None,
         residual: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """x: [tokens, in] -> [tokens, out] (+ residual)."""
-        y = torch.nn.functional.linear(x, self.weight, self.bias)
-        if residual is not None:
-            y = y + residual
+        """x: [tokens, in] -> [tokens, out] (+ residual, in the GEMM where there is no bias).
+
+        The LoRA terms are computed in the base's dtype, as the decoder computes them (`Fused`):
+        peft casts x to the adapters' float32 beside a bfloat16 base; at the 3B shape those casts
+        and float32 GEMMs were a large share of the update's elementwise work (issue 36). The
+        adapters stay float32; their gradients come back through the casts. `mask` is in the
+        base's dtype."""
+        if residual is not None and self.bias is None:
+            y = torch.addmm(residual, x, self.weight.t())
+        else:
+            y = torch.nn.functional.linear(x, self.weight, self.bias)
+            y = y if residual is None else y + residual
         if lora is not None:
             a, b, mask = lora
-            # in the adapters' dtype (float32 beside a bfloat16 base), as peft computes them
-            low = torch.matmul(x.to(a.dtype), a.t()) * mask
-            y = y + torch.matmul(low, b.t()).to(y.dtype)
+            low = torch.mm(x, a.to(x.dtype).t()) * mask
+            y = torch.addmm(y, low, b.to(x.dtype).t())
         return y
 
 
@@ -135,6 +147,8 @@ class WrittenForward:
                 _Group([mlp.down_proj]),
             )
             self.layers.append((layer, groups, mlp.act_fn, att.scaling))
+        # silu(gate) * up as a Triton kernel on a GPU (the config names SiLU: `graph_decode`)
+        self.fused_act = names_silu(config) and usable(self.embed.weight)
         # each LoRA layout's (owner, scale) of its rank columns on the device, made once: a copy
         # from the host inside a CUDA graph's capture is not allowed
         self.layouts: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
@@ -203,8 +217,13 @@ class WrittenForward:
             h = o(att, lora(o), residual=h)
             norm = layer.post_attention_layernorm
             x = rms(h, (h.shape[-1],), norm.weight, norm.variance_epsilon)
-            gate, up = gate_up(x, lora(gate_up)).chunk(2, dim=-1)
-            h = down(act(gate) * up, lora(down), residual=h)
+            y = gate_up(x, lora(gate_up))
+            if self.fused_act:  # one kernel forward and one backward (triton_decode)
+                mid = GatedSilu.apply(y)
+            else:
+                gate, up = y.chunk(2, dim=-1)
+                mid = act(gate) * up
+            h = down(mid, lora(down), residual=h)
         h = rms(h, (h.shape[-1],), self.norm.weight, self.norm.variance_epsilon)
         return h[:split].view(u, wp, -1), h[split:].view(b, wc, -1)
 
@@ -232,11 +251,12 @@ class _Masks:
             return None
         a, b, layout = stacked
         if layout not in self.masks:
-            key = (layout, a.device, a.dtype)
+            dtype = group.weight.dtype  # the LoRA terms' (see `_Group.__call__`)
+            key = (layout, a.device, dtype)
             if key not in self.layouts:
                 self.layouts[key] = (
                     torch.tensor(layout[0], device=a.device),
-                    torch.tensor(layout[1], device=a.device, dtype=a.dtype),
+                    torch.tensor(layout[1], device=a.device, dtype=dtype),
                 )
             owner, scale = self.layouts[key]
             self.masks[layout] = torch.where(
