@@ -7,7 +7,9 @@ Each kernel runs at a named model shape's sizes (orchestry/agents/lora/shapes.py
 - `attention`: one new column's attention over the KV cache (torch's SDPA with the boolean mask the
   torch form builds) against `triton_decode.decode_attention` at each of `--columns` per block
   (`triton_decode.COLUMNS` is the one decoding uses);
-- `activation`: `silu(gate) * up` over the fused gate/up output against `triton_decode.silu_mul`.
+- `activation`: `silu(gate) * up` over the fused gate/up output against `triton_decode.silu_mul`;
+- `activation_backward`: the update's form, forward and backward over `--update-tokens` tokens
+  (torch's autograd of `silu(gate) * up` against `triton_decode.GatedSilu`).
 
 Every form is captured `--calls` times in one CUDA graph, as the decode step replays it, and the
 graph is replayed `--repeats` times; the JSON holds microseconds a call (the median replay / calls)
@@ -116,6 +118,19 @@ def measure(name: str, args: argparse.Namespace) -> dict:
         "torch": timed(lambda: torch.nn.functional.silu(gate) * up),
         "kernel": timed(lambda: triton_decode.silu_mul(y)),
     }
+    y = torch.randn((args.update_tokens, 2 * shape.intermediate), device="cuda", generator=gen)
+    y = y.to(torch.bfloat16).requires_grad_()
+    grad = torch.randn((args.update_tokens, shape.intermediate), device="cuda", generator=gen)
+    grad = grad.to(torch.bfloat16)
+
+    def torch_form() -> object:
+        gate, up = y.chunk(2, dim=-1)
+        return torch.autograd.grad(torch.nn.functional.silu(gate) * up, y, grad)
+
+    out["activation_backward"] = {
+        "torch": timed(torch_form),
+        "kernel": timed(lambda: torch.autograd.grad(triton_decode.GatedSilu.apply(y), y, grad)),
+    }
     for row in out.values():
         for key in [k for k in row if k != "torch"]:
             row[f"{key}_vs_torch"] = round(row[key] / row["torch"], 3)
@@ -134,6 +149,12 @@ def main() -> None:
     parser.add_argument("--ways", type=lambda s: [int(x) for x in s.split(",")], default=[4, 8, 16])
     parser.add_argument(
         "--columns", type=lambda s: [int(x) for x in s.split(",")], default=[32, 64, 128]
+    )
+    parser.add_argument(
+        "--update-tokens",
+        type=int,
+        default=4096,
+        help="tokens of an update pass (activation_backward): 32 rows x 128 new tokens",
     )
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=20)
