@@ -1,4 +1,5 @@
-"""The update's written-out forward (`agents/lora/written_update.py`), on the CPU in float32: every
+"""The update's written-out forward (`agents/lora/written_update.py`), on the CPU in float32 (and
+once on a bfloat16 base, against float32's gradient): every
 adapter's rows in one pass give each row its own adapter's log-probs and each adapter the gradient
 of its own rows, as peft's per-adapter passes do, and the update built on it takes the same step."""
 
@@ -83,8 +84,38 @@ def test_mixed_rows_get_their_own_adapters_logprobs_and_gradients(
     (`graph_update`), here eagerly in the first case: padding rows and columns must change neither
     a row's log-prob nor a gradient. The second runs unpadded, as a pass on a CPU does."""
     monkeypatch.setattr(graph_update, "PAD_ON_CPU", padded)
-    errors = mixed_against_peft(team(spec, "written", targets), atol=2e-3)
-    assert max(errors) < 1e-3, errors
+    policy = team(spec, "written", targets)
+    assert policy.mixes(list(AGENTS))
+    data = rows(policy)
+    agents = [a for a in AGENTS for _ in data[a]]
+    prompts = [r[0] for a in AGENTS for r in data[a]]
+    completions = [r[1] for a in AGENTS for r in data[a]]
+    weights = torch.linspace(-1.0, 1.5, len(agents))
+    scale = torch.linspace(0.5, 2.0, len(agents))
+    # row loss -A * (sum of log-probs) * weight: here -weights * log pi * scale
+    losses = policy.mixed_backward(
+        AGENTS, agents, prompts, completions, weights.tolist(), scale.tolist(), RowLoss("sum")
+    )
+    mixed = {a: [p.grad.clone() for p in policy.trainable_parameters(a)] for a in AGENTS}
+    for a in AGENTS:
+        for p in policy.trainable_parameters(a):
+            p.grad = None
+    for agent in AGENTS:  # peft's path, one adapter at a time
+        idx = [i for i, a in enumerate(agents) if a == agent]
+        ref, _ = policy.token_logprobs(
+            agent, [prompts[i] for i in idx], [completions[i] for i in idx], grad=True
+        )
+        expected = -weights[idx] * ref.sum(-1) * scale[idx]
+        torch.testing.assert_close(losses[idx], expected.detach(), atol=2e-3, rtol=1e-4)
+        expected.sum().backward()
+        params = policy.trainable_parameters(agent)
+        errors = [
+            ((m - p.grad).norm() / p.grad.norm()).item()
+            for m, p in zip(mixed[agent], params, strict=True)
+        ]
+        assert max(errors) < 1e-3, (agent, max(errors))
+        # a wrong routing (the other adapter's rows) would move the gradient by order 1
+        assert all(p.grad.abs().sum() > 0 for p in params)
 
 
 def test_on_a_bfloat16_base_the_written_gradient_is_as_close_to_float32_as_peft_is(
@@ -107,7 +138,6 @@ def test_on_a_bfloat16_base_the_written_gradient_is_as_close_to_float32_as_peft_
             ((torch.cat(got[a]) - torch.cat(want[a])).norm() / torch.cat(want[a]).norm()).item()
             for a in AGENTS
         )
-    print("largest relative gradient error against float32", errors)
     assert errors["written"] <= 2 * errors["peft"], errors
 
 
@@ -129,50 +159,14 @@ def gradients(policy: TeamPolicy, written: bool) -> dict[str, list[torch.Tensor]
             [1.0] * len(agents),
             RowLoss("sum"),
         )
-    for agent in AGENTS if not written else ():
-        idx = [i for i, a in enumerate(agents) if a == agent]
-        ref, _ = policy.token_logprobs(
-            agent, [prompts[i] for i in idx], [completions[i] for i in idx], grad=True
-        )
-        (-weights[idx] * ref.sum(-1)).sum().backward()
+    else:
+        for agent in AGENTS:
+            idx = [i for i, a in enumerate(agents) if a == agent]
+            ref, _ = policy.token_logprobs(
+                agent, [prompts[i] for i in idx], [completions[i] for i in idx], grad=True
+            )
+            (-weights[idx] * ref.sum(-1)).sum().backward()
     return {a: [p.grad.float().flatten() for p in policy.trainable_parameters(a)] for a in AGENTS}
-
-
-def mixed_against_peft(policy: TeamPolicy, atol: float) -> list[float]:
-    """Both adapters' rows in one written pass against peft's per-adapter passes: the row losses
-    agree to `atol`; returns each adapter's largest relative gradient error."""
-    data = rows(policy)
-    agents = [a for a in AGENTS for _ in data[a]]
-    prompts = [r[0] for a in AGENTS for r in data[a]]
-    completions = [r[1] for a in AGENTS for r in data[a]]
-    weights = torch.linspace(-1.0, 1.5, len(agents))
-    scale = torch.linspace(0.5, 2.0, len(agents))
-    # row loss -A * (sum of log-probs) * weight: here -weights * log pi * scale
-    losses = policy.mixed_backward(
-        AGENTS, agents, prompts, completions, weights.tolist(), scale.tolist(), RowLoss("sum")
-    )
-    mixed = {a: [p.grad.clone() for p in policy.trainable_parameters(a)] for a in AGENTS}
-    for a in AGENTS:
-        for p in policy.trainable_parameters(a):
-            p.grad = None
-    worst = []
-    for agent in AGENTS:  # peft's path, one adapter at a time
-        idx = [i for i, a in enumerate(agents) if a == agent]
-        ref, _ = policy.token_logprobs(
-            agent, [prompts[i] for i in idx], [completions[i] for i in idx], grad=True
-        )
-        expected = -weights[idx] * ref.sum(-1) * scale[idx]
-        torch.testing.assert_close(losses[idx], expected.detach(), atol=atol, rtol=1e-4)
-        expected.sum().backward()
-        params = policy.trainable_parameters(agent)
-        errors = [
-            ((m - p.grad).norm() / p.grad.norm()).item()
-            for m, p in zip(mixed[agent], params, strict=True)
-        ]
-        worst.append(max(errors))
-        # a wrong routing (the other adapter's rows) would move the gradient by order 1
-        assert all(p.grad.abs().sum() > 0 for p in params)
-    return worst
 
 
 def test_a_pass_of_one_adapter_leaves_the_others_gradient_alone(spec: ModelSpec) -> None:
