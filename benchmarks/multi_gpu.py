@@ -23,6 +23,12 @@ other ranks included); steps/s is 1 / the median over the steady steps, those af
     python benchmarks/multi_gpu.py --world 2 --shape qwen2.5-coder-3b --out results/bench/multi_gpu_3b.json
     python benchmarks/multi_gpu.py --device cpu --dtype float32 --world 2 --steps 3 \
         --problems-per-step 2 --group-size 2 --max-new-tokens 16 --out /tmp/multi_gpu_cpu.json
+    python benchmarks/multi_gpu.py --world 2 --shape qwen2.5-coder-3b --set train.parallel=pipeline \
+        --set train.rollouts_ahead=1 --out results/bench/multi_gpu_3b_pipeline.json
+
+With `--set train.parallel=pipeline` (and `train.rollouts_ahead` >= 1) rank 1 generates every step
+while rank 0 updates (`orchestry/stages/train_pipeline.py`); the one-process run takes the same
+`--set`, so both run the same algorithm (rollouts one update old).
 
 Writes the device names, world sizes, step seconds, steps/s, the speed-up (steps/s at W over steps/s
 at 1), each rank's median seconds in generation, the sandbox and the update, and the settings.
@@ -135,7 +141,8 @@ def run_rank(job: dict[str, Any]) -> dict[str, Any] | None:
             params, policy, env, problems, job["plan"], rollouts, None, world=world
         )
         names = world.gather(device_name(job["device"]))
-        rank_phases = world.gather({k: steady_median(v) for k, v in phases.items()})
+        # a pipeline's ranks each do part of the work (`train.parallel: pipeline`): None for the rest
+        rank_phases = world.gather({k: steady_median(v) if v else None for k, v in phases.items()})
         ahead = params.train.rollouts_ahead
     finally:
         end_world(world)

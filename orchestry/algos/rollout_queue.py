@@ -27,6 +27,19 @@ from orchestry.algos.tree import Rollout, StartedRollout
 Key = TypeVar("Key")
 
 
+def updates_before(
+    step: int, ahead: int, start: int, checkpoint_after: Callable[[int], bool]
+) -> int:
+    """How many updates `RolloutQueue` has taken when it generates `step`, in a run (or its
+    resumed part) that starts at step `start`: the adapters that sample `step`. Up to `ahead` steps
+    early, never across a checkpoint (`stages/train_pipeline.py` keeps this order on 2 processes)."""
+    first = max(start, step - ahead)
+    for done in range(first, step):  # a checkpoint after update `done` holds the later steps back
+        if checkpoint_after(done):
+            first = done + 1
+    return first
+
+
 class RolloutQueue(Generic[Key]):
     """Steps' rollouts in order: `take(step)` returns step's, having generated up to `ahead` more.
 

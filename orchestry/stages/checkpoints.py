@@ -45,10 +45,13 @@ def save_checkpoint(
     rollout_bytes: int,
     world: World = ONE_PROCESS,
     curriculum: dict[str, Any] | None = None,
+    sampler: dict[str, Any] | None = None,
 ) -> None:
     """Write `ckpt_dir/last` after `step` steps (rank 0; every rank must call it, it gathers);
-    `curriculum` is rank 0's curriculum state, kept only when the run has one."""
-    ranks = world.gather({"rng": rng_state(), "generate_calls": policy.generate_calls})
+    `curriculum` is rank 0's curriculum state, kept only when the run has one; `sampler` the random
+    state and generate count kept instead of this process's (a pipeline's generating rank's)."""
+    own = sampler or {"rng": rng_state(), "generate_calls": policy.generate_calls}
+    ranks = world.gather(own)
     if ranks is None:  # not rank 0: its part is in rank 0's hands now
         return
     tmp = ckpt_dir / f".step-{step}.tmp"

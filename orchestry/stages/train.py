@@ -7,7 +7,8 @@
 Data-parallel (`train.processes`, or `torchrun --nproc_per_node N -m orchestry train`): each process
 rolls out its share of every step's problems, the update sums the adapters' gradients over the
 processes, and rank 0 alone writes rollouts, logs, checkpoints and outputs. One process runs the
-loop exactly as it ran before (`orchestry.agents.lora.dist`).
+loop exactly as it ran before (`orchestry.agents.lora.dist`). With `train.parallel: pipeline` two
+processes split the work instead: rank 1 generates and scores, rank 0 updates (`train_pipeline.py`).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from orchestry.stages.from_params import (
 from orchestry.stages.launch import launched_ranks
 from orchestry.stages.progress import progress_bar
 from orchestry.stages.timings import timing_record, untimed
+from orchestry.stages.train_pipeline import Learner, generate_steps, pipelined
 from orchestry.stages.train_record import (
     check_dvclive,
     summarize,
@@ -181,20 +183,31 @@ def train_loop(
         )
     start, history = _resume(ckpt_dir, rollouts_path, policy, opts, world, curriculum)
     policy.sample_stream = world.rank  # rank 0 samples as one process would, the others their own
-    world.copy_from_main([p for o in opts.optimizers.values() for p in o.param_groups[0]["params"]])
-    ranks = world if world.size > 1 else None  # one process: the update's single-process path
+    adapters = [p for o in opts.optimizers.values() for p in o.param_groups[0]["params"]]
+    world.copy_from_main(adapters)
+    pipeline = pipelined(world, t.parallel)  # rank 1 generates, rank 0 updates alone
+    ranks = world if world.size > 1 and not pipeline else None  # else the single-process update
+    share = ONE_PROCESS if pipeline else world
 
     def generate(step: int) -> tuple[list[str], StartedRollout]:
         """Step's problems (rank 0's curriculum picks them for all), this rank's share rolled out
         (a node's G siblings never span ranks): the team answers; scoring comes with `finish`."""
         ids = plan[step] if curriculum is None else world.share(curriculum.problems(step))
-        tasks = [by_id[i] for i in ids[world.rank :: world.size]]
+        tasks = [by_id[i] for i in ids[share.rank :: share.size]]
         return ids, start_rollout(policy, env, tasks, sampling, settings, expert, judge)
 
     def checkpoint_after(step: int) -> bool:
         return ckpt_dir is not None and (step + 1) % t.checkpoint_every == 0
 
-    queue = RolloutQueue(generate, t.rollouts_ahead, len(plan), checkpoint_after)
+    if pipeline and not world.is_main:
+        ahead = t.rollouts_ahead
+        generate_steps(world, policy, adapters, generate, start, len(plan), ahead, checkpoint_after)
+        return []
+    queue: RolloutQueue[list[str]] | Learner = (
+        Learner(world, adapters, len(plan))
+        if pipeline
+        else RolloutQueue(generate, t.rollouts_ahead, len(plan), checkpoint_after)
+    )
     with queue, progress_bar("train", "steps", len(plan), start, world.is_main) as advance:
         for step in range(start, len(plan)):
             t0 = time.perf_counter()
@@ -205,9 +218,11 @@ def train_loop(
             rows = sample_advantages(ro.groups, advantages)
             # 3. update: one optimizer step per adapter (gradients summed over the ranks)
             stats = update_agents(policy, opts, rows, update, ranks, step)
+            if isinstance(queue, Learner):
+                queue.publish(step)  # the new adapters to the generating rank
 
             # bookkeeping on rank 0, over every rank's nodes: metrics, rollouts, checkpoint, progress
-            whole = gather_rollout(ro, world, ids)
+            whole = gather_rollout(ro, share, ids)
             done = step + 1
             if whole is not None:
                 metrics = {"step": step, **step_metrics(whole, params.train.turns), **stats}
@@ -225,7 +240,19 @@ def train_loop(
             if ckpt_dir and (done % params.train.checkpoint_every == 0 or done == len(plan)):
                 size = rollouts_path.stat().st_size if world.is_main else 0
                 kept = curriculum.state() if curriculum else None
-                save_checkpoint(ckpt_dir, done, policy, opts, history, size, world, kept)
+                if isinstance(queue, Learner):  # rank 1's sampler, no collective
+                    save_checkpoint(
+                        ckpt_dir,
+                        done,
+                        policy,
+                        opts,
+                        history,
+                        size,
+                        curriculum=kept,
+                        sampler=queue.sampler,
+                    )
+                else:
+                    save_checkpoint(ckpt_dir, done, policy, opts, history, size, world, kept)
             if whole is not None:
                 loss = sum(v for k, v in stats.items() if k.startswith("loss"))
                 info = f"return {metrics['return_mean']:.2f}  loss {loss:.3f}"

@@ -221,3 +221,33 @@ def test_a_process_without_rows_takes_no_step(spec: ModelSpec, path: str) -> Non
     for a in AGENTS:
         after = policy.adapter_state(a)
         assert all(torch.equal(after[k], v) for k, v in before[a].items())
+
+
+def test_a_scaling_bfloat16_cannot_hold_is_applied_exactly_on_a_bfloat16_base() -> None:
+    """alpha / r = 16 / 12 has no bfloat16 (the nearest is 1.3359375, +0.2%). The scaling multiplies
+    B in float32 before the cast, so the LoRA term carries no such error, the same for every
+    token: over many tokens its least-squares scale against the exact term is 1 within the random
+    roundings (it was 1.002 with the scaling in the bfloat16 mask)."""
+    from peft import LoraConfig, get_peft_model
+
+    from orchestry.agents.lora.written_update import _Group, _Masks
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential()
+    net.add_module("proj", torch.nn.Linear(64, 48, bias=False))
+    model = get_peft_model(net, LoraConfig(r=12, lora_alpha=16, target_modules=["proj"]))
+    layer = model.base_model.model.proj
+    with torch.no_grad():
+        layer.lora_B["default"].weight.normal_()
+        layer.base_layer.weight.zero_()  # the output is the LoRA term, rounded once
+    layer.base_layer.to(torch.bfloat16)
+    group = _Group([layer])
+    tokens = 4096
+    lora = _Masks(["default"], torch.zeros(tokens, dtype=torch.long), {}, {})(group)
+    assert lora is not None
+    x = torch.randn(tokens, 64).to(torch.bfloat16)
+    got = group(x, lora).double()
+    a, b = layer.lora_A["default"].weight.double(), layer.lora_B["default"].weight.double()
+    exact = (x.double() @ a.t()) @ b.t() * (16 / 12)
+    fitted = ((got * exact).sum() / (exact * exact).sum()).item()
+    assert abs(fitted - 1) < 2e-4, fitted

@@ -37,7 +37,7 @@ from orchestry.agents.base import SamplingSpec
 from orchestry.agents.lora.device_sampler import draw
 from orchestry.agents.lora.fused import Fused, rotate
 from orchestry.agents.lora.kv_prefix import distinct_prompts, pad_rows
-from orchestry.agents.lora.triton_decode import decode_attention, names_silu, silu_mul
+from orchestry.agents.lora.triton_decode import decode_attention, fused_silu, silu_mul
 from orchestry.agents.lora.triton_rotary import available as rotary_kernel_available
 from orchestry.agents.lora.triton_rotary import rotary_into_cache
 from orchestry.agents.lora.triton_support import usable
@@ -106,8 +106,7 @@ class GraphDecoder:
         kernels = usable(self.embed.weight)
         # the rotary and attention kernels both need a power-of-two head size
         self.fused_attention = kernels and rotary_kernel_available(self.head_dim)
-        self.silu = names_silu(config)
-        self.fused_act = kernels and self.silu
+        self.fused_act = fused_silu(config, self.embed.weight)
         b, length = shape.rows, shape.width + shape.max_new
         self.layers = []
         for layer in body.layers:

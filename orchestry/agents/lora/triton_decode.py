@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from orchestry.agents.lora.triton_support import tl, triton
+from orchestry.agents.lora.triton_support import tl, triton, usable
 
 COLUMNS = 64
 """Key columns an attention program reads at a time."""
@@ -132,6 +132,13 @@ def names_silu(config: object) -> bool:
     """Whether a model's config names SiLU as its MLP's activation: its layers' `act_fn` is then
     transformers' own SiLU module, not `torch.nn.SiLU` (an isinstance test once missed it)."""
     return getattr(config, "hidden_act", None) in ("silu", "swish")
+
+
+def fused_silu(config: object, weight: torch.Tensor) -> bool:
+    """Whether a model's gated activation runs as this module's kernels (`silu_mul`, `GatedSilu`):
+    its config names SiLU and its weights are where Triton runs (the decoder's and the update's
+    one test)."""
+    return names_silu(config) and usable(weight)
 
 
 def silu_mul(y: torch.Tensor) -> torch.Tensor:

@@ -34,8 +34,7 @@ from peft.tuners.lora import LoraLayer
 from orchestry.agents.lora.fused import frozen_concat, rotate
 from orchestry.agents.lora.graph_decode import supports
 from orchestry.agents.lora.kv_prefix import checkpointing, distinct_prompts, pad_rows
-from orchestry.agents.lora.triton_decode import GatedSilu, names_silu
-from orchestry.agents.lora.triton_support import usable
+from orchestry.agents.lora.triton_decode import GatedSilu, fused_silu
 
 
 def written_applies(model: PeftModel, path: str | None) -> bool:
@@ -76,13 +75,15 @@ class _Group:
 
     def stack(
         self, adapters: Sequence[str], leaves: Leaves
-    ) -> tuple[torch.Tensor, torch.Tensor, tuple[tuple[int, ...], tuple[float, ...]]] | None:
-        """(A [ranks, in], B [out, ranks], (owner, scale) of each rank column) over the adapters,
-        or None; the owners and scalings are the same in every layer, so their mask is built once
-        per pass (`_Masks`). A parameter found in `leaves` (by id) is read through its stand-in."""
+    ) -> tuple[torch.Tensor, torch.Tensor, tuple[int, ...]] | None:
+        """(A [ranks, in], B [out, ranks] times each adapter's scaling, the owner of each rank
+        column) over the adapters, or None. The scaling multiplies B in B's float32, before any
+        cast to the base's dtype (a scaling such as 16 / 12 has no exact bfloat16). The owners are
+        the same in every layer, so their mask is built once per pass (`_Masks`). A parameter
+        found in `leaves` (by id) is read through its stand-in."""
         if all(m is None for m in self.lora):
             return None
-        a_parts, b_parts, owner, scale = [], [], [], []
+        a_parts, b_parts, owner = [], [], []
         for m, out in zip(self.lora, self.outs, strict=True):
             if m is None:  # a projection without LoRA: zero rows in B, no rank columns
                 b_parts.append(self.weight.new_zeros((out, 0)))
@@ -91,10 +92,9 @@ class _Group:
                 a_w = leaves.get(id(m.lora_A[name].weight), m.lora_A[name].weight)
                 a_parts.append(a_w)
                 owner += [k] * a_w.shape[0]
-                scale += [float(m.scaling[name])] * a_w.shape[0]
-            b_w = [m.lora_B[n].weight for n in adapters]
-            b_parts.append(torch.cat([leaves.get(id(w), w) for w in b_w], 1))
-        return torch.cat(a_parts, 0), torch.block_diag(*b_parts), (tuple(owner), tuple(scale))
+            b_w = [(m.lora_B[n].weight, float(m.scaling[n])) for n in adapters]
+            b_parts.append(torch.cat([leaves.get(id(w), w) * s for w, s in b_w], 1))
+        return torch.cat(a_parts, 0), torch.block_diag(*b_parts), tuple(owner)
 
     def __call__(
         self,
@@ -107,8 +107,8 @@ class _Group:
         The LoRA terms are computed in the base's dtype, as the decoder computes them (`Fused`):
         peft casts x to the adapters' float32 beside a bfloat16 base; at the 3B shape those casts
         and float32 GEMMs were a large share of the update's elementwise work (issue 36). The
-        adapters stay float32; their gradients come back through the casts. `mask` is in the
-        base's dtype."""
+        adapters stay float32; their gradients come back through the casts. `mask` (0 or 1) is
+        in the base's dtype."""
         if residual is not None and self.bias is None:
             y = torch.addmm(residual, x, self.weight.t())
         else:
@@ -148,10 +148,10 @@ class WrittenForward:
             )
             self.layers.append((layer, groups, mlp.act_fn, att.scaling))
         # silu(gate) * up as a Triton kernel on a GPU (the config names SiLU: `graph_decode`)
-        self.fused_act = names_silu(config) and usable(self.embed.weight)
+        self.fused_act = fused_silu(config, self.embed.weight)
         # each LoRA layout's (owner, scale) of its rank columns on the device, made once: a copy
         # from the host inside a CUDA graph's capture is not allowed
-        self.layouts: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.layouts: dict[tuple, torch.Tensor] = {}
 
     def logprobs(
         self, adapters: list[str], inputs: PassInputs, leaves: Leaves | None = None
@@ -229,21 +229,22 @@ class WrittenForward:
 
 
 class _Masks:
-    """A group's stacked LoRA with its per-token mask [tokens, ranks]: the adapter's scaling in its
-    own rank columns, 0 elsewhere. One mask per distinct (owner, scale) layout in a pass, not one
-    per layer: every layer has the same layout. The layout's owner and scale tensors come from
-    `layouts`, kept by the model's `WrittenForward`: built from host lists once, not per pass."""
+    """A group's stacked LoRA with its per-token mask [tokens, ranks]: 1 in the rank columns of the
+    token's adapter, 0 elsewhere (the scalings are in B, `_Group.stack`). One mask per distinct
+    owner layout in a pass, not one per layer: every layer has the same layout. The layout's owner
+    tensor comes from `layouts`, kept by the model's `WrittenForward`: built from a host list
+    once, not per pass."""
 
     def __init__(
         self,
         adapters: list[str],
         token_adapter: torch.Tensor,
-        layouts: dict[tuple, tuple[torch.Tensor, torch.Tensor]],
+        layouts: dict[tuple, torch.Tensor],
         leaves: Leaves,
     ) -> None:
         self.adapters, self.token_adapter, self.layouts = adapters, token_adapter, layouts
         self.leaves = leaves
-        self.masks: dict[tuple[tuple[int, ...], tuple[float, ...]], torch.Tensor] = {}
+        self.masks: dict[tuple[int, ...], torch.Tensor] = {}
 
     def __call__(self, group: _Group) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
         stacked = group.stack(self.adapters, self.leaves)
@@ -251,17 +252,12 @@ class _Masks:
             return None
         a, b, layout = stacked
         if layout not in self.masks:
-            dtype = group.weight.dtype  # the LoRA terms' (see `_Group.__call__`)
-            key = (layout, a.device, dtype)
+            key = (layout, a.device)
             if key not in self.layouts:
-                self.layouts[key] = (
-                    torch.tensor(layout[0], device=a.device),
-                    torch.tensor(layout[1], device=a.device, dtype=dtype),
-                )
-            owner, scale = self.layouts[key]
-            self.masks[layout] = torch.where(
-                self.token_adapter[:, None] == owner[None, :], scale[None, :], 0.0
-            )
+                self.layouts[key] = torch.tensor(layout, device=a.device)
+            owner = self.layouts[key]
+            same = self.token_adapter[:, None] == owner[None, :]
+            self.masks[layout] = same.to(group.weight.dtype)  # the LoRA terms' (`_Group.__call__`)
         return a, b, self.masks[layout]
 
 
