@@ -78,14 +78,48 @@ def _tensors(folder: Path) -> dict[str, torch.Tensor]:
     }
 
 
+RANKS = """
+import logging
+import sys
+from pathlib import Path
+
+from orchestry.agents.lora.dist import end_world, start_world
+from orchestry.params import load_params
+from orchestry.stages import train
+from orchestry.stages.from_params import make_env, make_policy, seed_everything
+
+logging.basicConfig(level=logging.INFO)
+steps, out = int(sys.argv[1]), Path(sys.argv[2])
+params = load_params("params.yaml")
+problems, plan = train.training_plan(params)
+world = start_world("cpu")
+try:
+    seed_everything(params.seed)
+    policy, env = make_policy(params), make_env(params)
+    train.train_loop(
+        params, policy, env, problems, plan[:steps], out / "r.jsonl", out / "ckpt", world=world
+    )
+finally:
+    end_world(world)
+"""
+
+
 @pytest.mark.slow
-def test_two_pipelined_processes_train_what_one_process_trains(tiny_repo, monkeypatch):
+def test_two_pipelined_processes_train_and_resume_as_one_process_does(tiny_repo, monkeypatch):
+    """The stage on 2 pipelined processes, and a pipelined run stopped at its checkpoint and resumed,
+    give the rollouts and adapters of one process at the same rollouts_ahead, bit for bit."""
     repo, write = tiny_repo
     tiny = {"max_steps": 3, "problems_per_step": 2, "checkpoint_every": 2}
     write(train={**tiny, **PIPELINE})
     run_in(repo, "python", "-m", "orchestry", "prepare")
     done = run_in(repo, "python", "-m", "orchestry", "train")
     assert "starting 2 processes" in done.stderr
+    # the same run stopped after its checkpoint at step 2, then resumed for step 3
+    (repo / "ranks.py").write_text(RANKS)
+    torchrun = ("python", "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2")
+    run_in(repo, *torchrun, "ranks.py", "2", "cut")
+    resumed = run_in(repo, *torchrun, "ranks.py", "3", "cut")
+    assert "resumed from checkpoint at step 2" in resumed.stderr
 
     # the same params in this one process (the loop pipelined processes reproduce)
     monkeypatch.chdir(repo)
@@ -105,13 +139,15 @@ def test_two_pipelined_processes_train_what_one_process_trains(tiny_repo, monkey
     policy.save_adapters(one / "adapters")
 
     rows = (repo / paths.ROLLOUTS).read_text()
-    assert rows == (one / "r.jsonl").read_text()
+    assert rows == (one / "r.jsonl").read_text() == (repo / "cut/r.jsonl").read_text()
     assert len({json.loads(r)["step"] for r in rows.splitlines()}) == 3
     metrics = json.loads((repo / paths.TRAIN_METRICS).read_text())
     assert metrics["steps"] == len(history) == 3
     pipelined_adapters, one_adapters = _tensors(repo / paths.ADAPTERS), _tensors(one / "adapters")
     assert pipelined_adapters.keys() == one_adapters.keys() and one_adapters
+    resumed_adapters = _tensors(repo / "cut/ckpt/last/adapters")
     for key, value in one_adapters.items():
         assert torch.equal(pipelined_adapters[key], value), key
+        assert torch.equal(resumed_adapters[key], value), key
     # the update ran on the rollouts rank 1 sent, and rank 1 generated from what it sent back
     assert any(h["grad_norm/aux"] > 0 or h["grad_norm/main"] > 0 for h in history[:2])
