@@ -4,12 +4,20 @@ Each kernel runs at a named model shape's sizes (orchestry/agents/lora/shapes.py
 - `sampler`: one token per row drawn with top-p (`device_sampler`'s torch form: the nucleus floor
   by bisection in torch ops and a cumsum pick) against `triton_sampler.pick` at each of `--ways`
   (thresholds a pass; `triton_sampler.WAYS` is the one decoding uses);
+- `sample`: the same from the head's bfloat16 logits: torch's float copy, division and softmax,
+  then `triton_sampler.pick` ("torch"), against `triton_sampler.sample` (softmax kernels, the
+  first pass inside them) at a few warps and loads (`triton_sampler.WARPS`, `LOADS` decode);
 - `attention`: one new column's attention over the KV cache (torch's SDPA with the boolean mask the
   torch form builds) against `triton_decode.decode_attention` at each of `--columns` per block
-  (`triton_decode.COLUMNS` is the one decoding uses);
+  (`triton_decode.COLUMNS` is the one decoding uses), and `prefix_attention` (rows in groups of 8
+  sharing a `--prompt`-column prompt, read once per group) at each of those and 4 or 8 warps;
 - `activation`: `silu(gate) * up` over the fused gate/up output against `triton_decode.silu_mul`;
 - `activation_backward`: the update's form, forward and backward over `--update-tokens` tokens
-  (torch's autograd of `silu(gate) * up` against `triton_decode.GatedSilu`).
+  (torch's autograd of `silu(gate) * up` against `triton_decode.GatedSilu`);
+- `lora_qkv`, `lora_o`: a projection with two adapters' LoRA (rank 16, rows alternating), torch's
+  form (frozen GEMM, shrink GEMM, mask product, expand GEMM; o's into the residual) against one
+  GEMM of the frozen weight with A under it and `triton_layer.lora_expand` at each of `--tiles`;
+- `rms_norm`: torch's against `triton_layer.rms_norm`.
 
 Every form is captured `--calls` times in one CUDA graph, as the decode step replays it, and the
 graph is replayed `--repeats` times; the JSON holds microseconds a call (the median replay / calls)
@@ -34,11 +42,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout, uninstalled
 
-from orchestry.agents.lora import triton_decode, triton_sampler  # noqa: E402
+from orchestry.agents.lora import triton_decode, triton_layer, triton_sampler  # noqa: E402
 from orchestry.agents.lora.device_sampler import torch_nucleus_floor  # noqa: E402
-from orchestry.agents.lora.shapes import shape_named  # noqa: E402
+from orchestry.agents.lora.shapes import ModelShape, shape_named  # noqa: E402
 from orchestry.provenance import write_bench_manifest  # noqa: E402
 
+LORA_RANK = 16
+"""params.yaml's `model.lora.r`: each adapter's rank in every projection."""
 STARTED = time.time()  # the benchmark's wall time runs from here (its manifest)
 
 
@@ -87,6 +97,28 @@ def measure(name: str, args: argparse.Namespace) -> dict:
             lambda w=ways: triton_sampler.pick(probs, uniform, args.top_p, ways=w)
         )
     out["sampler"] = sampler
+    # from the head's bfloat16 logits: torch's float copy, division and softmax, then the pick,
+    # against `triton_sampler.sample` (softmax kernels, pass 0 inside them) at a few tunings
+    head = (logits * args.temperature).to(torch.bfloat16)
+    t = args.temperature
+    sample = {
+        "torch": timed(
+            lambda: triton_sampler.pick((head.float() / t).softmax(-1), uniform, args.top_p)
+        )
+    }
+    for warps, loads, fused in (
+        (1, 4, True),
+        (1, 4, False),
+        (2, 4, True),
+        (4, 2, True),
+        (1, 2, True),
+    ):
+        sample[f"warps_{warps}_loads_{loads}{'_fused' if fused else ''}"] = timed(
+            lambda w=warps, n=loads, f=fused: triton_sampler.sample(
+                head, uniform, t, args.top_p, warps=w, loads=n, fused=f
+            )
+        )
+    out["sample"] = sample
 
     width = args.prompt + args.new
     column = torch.tensor([args.prompt + args.new // 2], device="cuda")
@@ -109,6 +141,15 @@ def measure(name: str, args: argparse.Namespace) -> dict:
         attention[f"columns_{columns}"] = timed(
             lambda c=columns: triton_decode.decode_attention(q, cache, real, column, d**-0.5, c)
         )
+    # the G = 8 samples of a problem share its prompt: read once per group (`prefix_attention`)
+    members = triton_decode.prefix_members([i // 8 for i in range(rows)]).cuda()
+    for columns in args.columns:
+        for warps in (4, 8):
+            attention[f"prefix_{columns}_warps_{warps}"] = timed(
+                lambda c=columns, w=warps: triton_decode.prefix_attention(
+                    q, cache, real, column, d**-0.5, members, args.prompt, c, w
+                )
+            )
     out["attention"] = attention
 
     y = torch.randn((rows, 2 * shape.intermediate), device="cuda", generator=gen)
@@ -131,9 +172,58 @@ def measure(name: str, args: argparse.Namespace) -> dict:
         "torch": timed(torch_form),
         "kernel": timed(lambda: torch.autograd.grad(triton_decode.GatedSilu.apply(y), y, grad)),
     }
+    out.update(measure_layer(shape, rows, args.tiles, gen, timed))
     for row in out.values():
         for key in [k for k in row if k != "torch"]:
             row[f"{key}_vs_torch"] = round(row[key] / row["torch"], 3)
+    return out
+
+
+def measure_layer(
+    shape: ModelShape,
+    rows: int,
+    tiles: list[tuple[int, int]],
+    gen: torch.Generator,
+    timed: Callable[[Callable[[], object]], float],
+) -> dict[str, dict[str, float]]:
+    """q/k/v's and o's projections with two adapters' LoRA (rank `LORA_RANK`, rows alternating):
+    torch's form (frozen GEMM, shrink GEMM, mask product, expand GEMM) against the wide GEMM and
+    `triton_layer.lora_expand` at each of `tiles` (rows x columns a program); and RMSNorm."""
+    out: dict[str, dict[str, float]] = {}
+    d = shape.hidden // shape.heads
+    bf16 = {"device": "cuda", "dtype": torch.bfloat16}
+    x = torch.randn((rows, shape.hidden), generator=gen, **bf16)
+
+    def projection(n: int, ranks: int, residual: torch.Tensor | None) -> dict[str, float]:
+        w = torch.randn((n, shape.hidden), generator=gen, **bf16) * 0.02
+        a = torch.randn((ranks, shape.hidden), generator=gen, **bf16) * 0.02
+        b = torch.randn((n, ranks), generator=gen, **bf16) * 0.02
+        wide = torch.cat([w, a])
+        owner = torch.arange(ranks, device="cuda") // LORA_RANK % 2
+        mask = (torch.arange(rows, device="cuda")[:, None] % 2 == owner[None, :]).to(x.dtype)
+
+        def torch_form() -> object:
+            y = x @ w.t() if residual is None else residual.addmm_(x, w.t())
+            return y.addmm_((x @ a.t()) * mask, b.t())
+
+        row = {"torch": timed(torch_form)}
+        for bm, bn in tiles:
+            row[f"tile_{bm}x{bn}"] = timed(
+                lambda bm=bm, bn=bn: triton_layer.lora_expand(
+                    x @ wide.t(), n, mask, b, residual, bm, bn
+                )
+            )
+        return row
+
+    out["lora_qkv"] = projection((shape.heads + 2 * shape.kv_heads) * d, 6 * LORA_RANK, None)
+    residual = torch.randn((rows, shape.hidden), generator=gen, **bf16)
+    out["lora_o"] = projection(shape.hidden, 2 * LORA_RANK, residual)
+    h = torch.randn((rows, shape.hidden), generator=gen, **bf16)
+    weight = torch.randn(shape.hidden, generator=gen, **bf16)
+    out["rms_norm"] = {
+        "torch": timed(lambda: torch.nn.functional.rms_norm(h, (shape.hidden,), weight, 1e-6)),
+        "kernel": timed(lambda: triton_layer.rms_norm(h, weight, 1e-6)),
+    }
     return out
 
 
@@ -156,6 +246,12 @@ def main() -> None:
         default=4096,
         help="tokens of an update pass (activation_backward): 32 rows x 128 new tokens",
     )
+    parser.add_argument(
+        "--tiles",
+        type=lambda s: [tuple(int(v) for v in t.split("x")) for t in s.split(",")],
+        default=[(64, 64), (128, 32), (32, 64), (128, 64)],
+        help="rows x columns a lora_expand program covers",
+    )
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args()
@@ -165,7 +261,11 @@ def main() -> None:
         "device": torch.cuda.get_device_name(),
         "torch": torch.__version__,
         "settings": {k: v for k, v in vars(args).items() if k != "out"},
-        "defaults": {"ways": triton_sampler.WAYS, "columns": triton_decode.COLUMNS},
+        "defaults": {
+            "ways": triton_sampler.WAYS,
+            "columns": triton_decode.COLUMNS,
+            "tile": f"{triton_layer.ROWS}x{triton_layer.COLS}",
+        },
         "shapes": {},
     }
     for name in args.shapes.split(","):

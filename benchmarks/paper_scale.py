@@ -24,7 +24,16 @@ theirs) beside our keys; an out-of-memory there is recorded as `comlrl_oom` with
 `--profile` runs our last step's generation and update under torch.profiler (`profiles`: the
 costliest operators, and each phase's wall time against its summed GPU kernel time).
 
-    python benchmarks/paper_scale.py --out results/bench/paper_scale.json --comlrl 3b --profile
+`--multi-gpu 3b` then, after the shapes (and CoMLRL), runs `multi_gpu.py`'s measurement on that
+shape's random model with this run's steps, G, problems, forced tokens, reward noise and dtype: the
+same global batch in one process and in 2 (`--multi-gpu-set`, by default `train.parallel=pipeline`
+and `train.rollouts_ahead=1` in both runs: rank 1 generates while rank 0 updates), each in fresh
+processes. It writes `multi_gpu_speedup_3b` (one process's median step seconds over two processes')
+and a `multi_gpu` block: both step seconds, the world, the settings, the cards, each run's record,
+and `error` (why it did not run, e.g. fewer than 2 GPUs visible; the speed-up is then null).
+
+    python benchmarks/paper_scale.py --out results/bench/paper_scale.json --comlrl 3b --profile \
+        --multi-gpu 3b
 
 Writes `device` (the card and its memory), per shape `steps`, `finite_every_step`, `oom`,
 `peak_gpu_mb`, `step_seconds`, `update_seconds`, `generation_tokens_per_s` (medians over the
@@ -51,10 +60,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+import multi_gpu  # noqa: E402
 import vs_comlrl  # noqa: E402
-from timed_train import WARMUP_STEPS, job_args, run_ours  # noqa: E402
+from timed_train import WARMUP_STEPS, job_args, override, run_ours  # noqa: E402
 
-from orchestry.params import load_params, parse_params  # noqa: E402
+from orchestry.params import Params, load_params, parse_params  # noqa: E402
 from orchestry.provenance import write_bench_manifest  # noqa: E402
 
 SHAPES = {"135m": "smollm2-135m", "1.5b": "qwen2.5-coder-1.5b", "3b": "qwen2.5-coder-3b"}
@@ -62,6 +72,7 @@ SHAPES = {"135m": "smollm2-135m", "1.5b": "qwen2.5-coder-1.5b", "3b": "qwen2.5-c
 
 BENCHMARK_CODE = (
     "benchmarks/paper_scale.py",
+    "benchmarks/multi_gpu.py",
     "benchmarks/timed_train.py",
     "benchmarks/vs_comlrl.py",
     "orchestry/agents/lora/shapes.py",
@@ -84,6 +95,7 @@ def run_shape(job: dict[str, Any]) -> dict[str, Any]:
         torch.cuda.empty_cache()  # the build's weights are gone: the plan sees the whole card
     job["params"]["model"]["name"] = str(folder.resolve())
     out: dict[str, Any] = {"model": SHAPES[job["shape"]], "build_s": time.perf_counter() - start}
+    out["model_dir"] = job["params"]["model"]["name"]  # `--multi-gpu` trains the same model
     params = parse_params(job["params"], "params.yaml + paper_scale overrides")
     out["memory_plan"] = asdict(memory_plan(params))
     try:
@@ -131,6 +143,68 @@ def comlrl_summary(ours: dict[str, Any], theirs: dict[str, Any]) -> dict[str, An
         "comlrl_oom": bool(theirs.get("oom")),
         "comlrl_error": theirs.get("error"),
         "ratio_vs_comlrl": mine / step if mine and step else None,
+    }
+
+
+MULTI_GPU_WORLD = 2
+"""The processes (GPUs) of `--multi-gpu`'s second run."""
+
+MULTI_GPU_SET = ("train.parallel=pipeline", "train.rollouts_ahead=1")
+"""`--multi-gpu-set`'s default: the pipeline, rank 1 generating while rank 0 updates."""
+
+
+def multi_gpu_params(job: dict[str, Any], sets: list[str]) -> Params:
+    """The job's params with `--multi-gpu-set` applied (both runs take them), checked."""
+    params = json.loads(json.dumps(job["params"]))  # a copy: the shapes' runs keep theirs
+    override(params, sets)
+    return parse_params(params, "params.yaml + paper_scale --multi-gpu-set")
+
+
+def run_multi_gpu(
+    job: dict[str, Any], model_dir: str | None, sets: list[str], tmp: Path
+) -> tuple[dict[str, dict[str, Any]], str | None]:
+    """`multi_gpu.py`'s two runs of `job` on the model in `model_dir` (one process, then
+    `MULTI_GPU_WORLD` ranks), each in fresh processes: the runs done, and why the rest did not run
+    (None when both ran)."""
+    if model_dir is None:
+        return {}, "the shape's run built no random model (its error is in the shape's keys)"
+    if job["device"] == "cuda":
+        import torch
+
+        if torch.cuda.device_count() < MULTI_GPU_WORLD:
+            return {}, f"{MULTI_GPU_WORLD} GPUs needed, {torch.cuda.device_count()} visible"
+    params = multi_gpu_params(job, sets).model_dump()
+    params["model"]["name"] = model_dir
+    job_path = tmp / "multi_gpu.job.json"
+    job_path.write_text(json.dumps({**job, "params": params}))
+    runs: dict[str, dict[str, Any]] = {}
+    for world in (1, MULTI_GPU_WORLD):
+        result = tmp / f"multi_gpu-world{world}.json"
+        try:
+            multi_gpu.launch(world, job_path, result)
+        except subprocess.CalledProcessError as error:
+            return runs, f"the {world}-process run ended with exit code {error.returncode}"
+        runs[str(world)] = json.loads(result.read_text())
+    return runs, None
+
+
+def multi_gpu_summary(
+    shape: str, runs: dict[str, dict[str, Any]], settings: dict[str, Any], error: str | None
+) -> dict[str, Any]:
+    """The `multi_gpu` block: the speed-up on the same global batch (one process's median step
+    seconds over `MULTI_GPU_WORLD` processes'), None when a run is missing or failed."""
+    one = runs.get("1", {}).get("step_seconds")
+    two = runs.get(str(MULTI_GPU_WORLD), {}).get("step_seconds")
+    return {
+        "shape": shape,
+        "speedup": one / two if one and two and error is None else None,
+        "one_card_step_seconds": one,
+        "two_cards_step_seconds": two,
+        "world": MULTI_GPU_WORLD,
+        "settings": settings,
+        "devices": {world: run.get("devices") for world, run in runs.items()},
+        "error": error,
+        "runs": runs,
     }
 
 
@@ -234,6 +308,19 @@ def main() -> None:
         action="store_true",
         help="run our last step's generation and update under torch.profiler (tables in `profiles`)",
     )
+    parser.add_argument(
+        "--multi-gpu",
+        choices=("", *SHAPES),
+        default="",
+        help="a shape (of --shapes) also trained in 1 and in 2 processes (multi_gpu.py) after the "
+        "rest: writes multi_gpu_speedup_<shape> and the multi_gpu block",
+    )
+    parser.add_argument(
+        "--multi-gpu-set",
+        action="append",
+        metavar="KEY=VALUE",
+        help=f"params both --multi-gpu runs take (default: {' '.join(MULTI_GPU_SET)})",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--job", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -252,11 +339,17 @@ def main() -> None:
     for shape in theirs:
         if shape not in shapes:
             raise SystemExit(f"--comlrl: {shape!r} is not one of --shapes {args.shapes}")
+    if args.multi_gpu and args.multi_gpu not in shapes:
+        raise SystemExit(f"--multi-gpu: {args.multi_gpu!r} is not one of --shapes {args.shapes}")
+    if args.multi_gpu and args.steps <= WARMUP_STEPS:
+        raise SystemExit(f"--multi-gpu needs --steps above the {WARMUP_STEPS} warm-up steps")
+    sets = args.multi_gpu_set or list(MULTI_GPU_SET)
     started = time.time()
     cache = args.cache_dir or Path(load_params(args.params).model.cache_dir)
     dtype = "bfloat16" if args.device == "cuda" else "float32"
     report: dict[str, Any] = {}
     full: dict[str, Any] = {}
+    multi_keys: dict[str, Any] = {}  # `--multi-gpu`'s, at the top level
     with tempfile.TemporaryDirectory(prefix="paper_scale-") as tmp:
         job = vs_comlrl.prepare_job(
             job_args(argparse.Namespace(**vars(args), model=None)), Path(tmp)
@@ -265,6 +358,8 @@ def main() -> None:
         job.update(device=args.device, dtype=dtype, reward_noise=args.reward_noise)
         job.update(profile=args.profile)
         job.update(cache_dir=str(Path(cache).resolve()))
+        # a bad --multi-gpu-set fails here, not after the shapes
+        multi_train = multi_gpu_params(job, sets).train if args.multi_gpu else None
         for shape in shapes:
             ours_job = {**job, "shape": shape, "variant": f"ours-{shape}"}
             full[shape] = run_child(shape, ours_job, Path(tmp), {"model": SHAPES[shape]})
@@ -275,6 +370,18 @@ def main() -> None:
                 full[f"comlrl-{shape}"] = run_child(f"comlrl-{shape}", theirs_job, Path(tmp), {})
                 report[shape].update(comlrl_summary(report[shape], full[f"comlrl-{shape}"]))
             print(shape, json.dumps(report[shape]), flush=True)
+        if multi_train is not None:
+            runs, error = run_multi_gpu(job, full[args.multi_gpu].get("model_dir"), sets, Path(tmp))
+            chosen = {
+                "parallel": multi_train.parallel,
+                "rollouts_ahead": multi_train.rollouts_ahead,
+            }
+            multi = multi_gpu_summary(args.multi_gpu, runs, {**chosen, "set": sets}, error)
+            print("multi_gpu", json.dumps({k: v for k, v in multi.items() if k != "runs"}))
+            multi_keys = {
+                f"multi_gpu_speedup_{args.multi_gpu}": multi["speedup"],
+                "multi_gpu": multi,
+            }
 
     settings = {
         "shapes": shapes,
@@ -297,6 +404,7 @@ def main() -> None:
     report = {
         "device": device_name(args.device),
         **report,
+        **multi_keys,
         "settings": settings,
         "per_step": {
             shape: {k: r.get(k) for k in ("step_s", "generation_s", "update_s", "new_tokens")}

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from orchestry.agents.base import Generator, SamplingSpec
@@ -115,6 +115,12 @@ class Rollout:
     groups: list[AgentGroup]
     gen_seconds: float
     new_tokens: int
+
+    def drop_details(self) -> None:
+        """Drop each outcome's `detail` (e.g. the sandbox report) before the rollout leaves its
+        process: the receiving rank reads records and metrics only."""
+        for node in self.nodes:
+            node.outcome = replace(node.outcome, detail=None)
 
 
 @dataclass

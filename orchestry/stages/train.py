@@ -19,7 +19,6 @@ import logging
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -118,8 +117,7 @@ def gather_rollout(ro: Rollout, world: World, order: Sequence[str]) -> Rollout |
     them (turn, then the step's problem order); None on the other ranks."""
     if world.size == 1:
         return ro
-    for node in ro.nodes:  # the sandbox's reports stay home: rank 0 reads records and metrics
-        node.outcome = replace(node.outcome, detail=None)
+    ro.drop_details()
     parts = world.gather(ro)
     if parts is None:
         return None
@@ -240,19 +238,10 @@ def train_loop(
             if ckpt_dir and (done % params.train.checkpoint_every == 0 or done == len(plan)):
                 size = rollouts_path.stat().st_size if world.is_main else 0
                 kept = curriculum.state() if curriculum else None
-                if isinstance(queue, Learner):  # rank 1's sampler, no collective
-                    save_checkpoint(
-                        ckpt_dir,
-                        done,
-                        policy,
-                        opts,
-                        history,
-                        size,
-                        curriculum=kept,
-                        sampler=queue.sampler,
-                    )
-                else:
-                    save_checkpoint(ckpt_dir, done, policy, opts, history, size, world, kept)
+                # over the ranks that roll out (`share`); a pipeline's rank 0 alone keeps rank 1's
+                # sampler, sent with the rollout: no collective
+                sampler = queue.sampler if isinstance(queue, Learner) else None
+                save_checkpoint(ckpt_dir, done, policy, opts, history, size, share, kept, sampler)
             if whole is not None:
                 loss = sum(v for k, v in stats.items() if k.startswith("loss"))
                 info = f"return {metrics['return_mean']:.2f}  loss {loss:.3f}"

@@ -21,7 +21,7 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -40,7 +40,8 @@ GENERATOR, LEARNER = 1, 0
 
 @dataclass(frozen=True)
 class Failed:
-    """What rank 1 sends instead of a step whose generation or scoring raised."""
+    """What rank 1 sends instead of a step whose scoring raised (on the worker thread); an error
+    in generation raises on rank 1's main thread and ends the run through the launcher."""
 
     step: int
     error: str
@@ -135,9 +136,10 @@ def _score_and_send(
 ) -> None:
     try:
         ro = started.finish()
-        for node in ro.nodes:  # the sandbox's reports stay home, as with data-parallel ranks
-            node.outcome = replace(node.outcome, detail=None)
+        ro.drop_details()  # the sandbox's reports stay home, as with data-parallel ranks
         message: Any = (step, ids, ro, sampler)
     except Exception:
+        # forwarded, traceback and all, so rank 0 raises TrainingFailed naming rank 1 and the
+        # step; unsent, rank 0 would wait in `recv` until the 30-minute collective timeout
         message = Failed(step, traceback.format_exc())
     dist.send_object_list([message], dst=LEARNER, group=group)

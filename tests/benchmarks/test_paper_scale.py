@@ -1,4 +1,5 @@
-"""benchmarks/paper_scale.py: the gradient check, and a tiny CPU run end to end."""
+"""benchmarks/paper_scale.py: the gradient check, the multi-GPU speed-up, and a tiny CPU run end to
+end."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ from pathlib import Path
 import pytest
 from conftest import MODEL_CACHE
 
+from orchestry import code_deps
 from orchestry.agents.lora.base_model import EMBEDDED_MODEL, convert_gguf_model, embedded_gguf_path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from paper_scale import comlrl_summary, gradient_check  # noqa: E402
+from paper_scale import comlrl_summary, gradient_check, multi_gpu_summary  # noqa: E402
 
 
 def test_gradient_check_needs_a_finite_norm_for_every_adapter_at_every_step() -> None:
@@ -48,6 +50,24 @@ def test_comlrl_keys_use_its_steady_steps_and_say_when_it_did_not_fit() -> None:
     assert oom["comlrl_peak_gpu_mb"] == 1.3e5
 
 
+def test_multi_gpu_speedup_is_one_process_step_over_two_and_null_when_a_run_failed() -> None:
+    settings = {"parallel": "pipeline", "rollouts_ahead": 1, "set": []}
+    runs = {"1": {"step_seconds": 1.64, "devices": ["H200"]}, "2": {"step_seconds": 0.82}}
+    out = multi_gpu_summary("3b", runs, settings, None)
+    assert math.isclose(out["speedup"], 2.0) and out["error"] is None and out["world"] == 2
+    assert out["one_card_step_seconds"] == 1.64 and out["two_cards_step_seconds"] == 0.82
+    assert out["settings"] == settings and out["devices"]["1"] == ["H200"]
+    half = multi_gpu_summary("3b", {"1": runs["1"]}, settings, "the 2-process run ended with 1")
+    assert half["speedup"] is None and half["two_cards_step_seconds"] is None
+    none = multi_gpu_summary("3b", {}, settings, "2 GPUs needed, 1 visible")
+    assert none["speedup"] is None and none["error"] == "2 GPUs needed, 1 visible"
+
+
+def test_the_manifest_code_holds_the_scripts_paper_scale_runs() -> None:
+    code = code_deps.script_code(REPO / "benchmarks" / "paper_scale.py")
+    assert {"benchmarks/multi_gpu.py", "benchmarks/timed_train.py"} <= set(code)
+
+
 @pytest.mark.slow
 def test_tiny_cpu_run_writes_every_key(tmp_path: Path) -> None:
     out = tmp_path / "paper_scale.json"
@@ -57,20 +77,27 @@ def test_tiny_cpu_run_writes_every_key(tmp_path: Path) -> None:
         convert_gguf_model(embedded_gguf_path(), MODEL_CACHE / EMBEDDED_MODEL)
     )
     command = [sys.executable, str(REPO / "benchmarks" / "paper_scale.py"), "--shapes", "135m"]
-    command += ["--steps", "2", "--device", "cpu", "--problems-per-step", "1"]
+    command += ["--steps", "3", "--device", "cpu", "--problems-per-step", "1"]
     command += ["--group-size", "2", "--max-new-tokens", "4", "--cache-dir", str(tmp_path)]
-    command += ["--profile"]
+    command += ["--profile", "--multi-gpu", "135m"]  # the pipeline on 2 CPU processes
     subprocess.run([*command, "--out", str(out)], check=True, cwd=REPO)
     report = json.loads(out.read_text())
     assert report["device"]["name"] == "cpu"
     shape = report["135m"]
-    assert shape["steps"] == 2 and shape["finite_every_step"] and not shape["oom"]
+    assert shape["steps"] == 3 and shape["finite_every_step"] and not shape["oom"]
     for key in ("step_seconds", "update_seconds", "generation_tokens_per_s"):
         assert shape[key] > 0
     assert report["settings"]["reward_noise"] > 0  # flagged: a random model trains on noise
     profile = report["profiles"]["135m"]  # the last step's generation and update, profiled
     assert "aten::" in profile["generation_by_cpu"] and "aten::" in profile["update_by_cpu"]
     assert profile["generation_wall_s"] > 0 and profile["update_wall_s"] > 0
-    assert {"commit", "dirty", "code_sha256", "params", "hardware", "wall_s"} <= set(
-        json.loads((tmp_path / "paper_scale.manifest.json").read_text())
-    )
+    multi = report["multi_gpu"]
+    assert multi["error"] is None and report["multi_gpu_speedup_135m"] == multi["speedup"] > 0
+    assert multi["settings"] == {
+        "parallel": "pipeline",
+        "rollouts_ahead": 1,
+        "set": ["train.parallel=pipeline", "train.rollouts_ahead=1"],
+    }
+    assert multi["runs"]["2"]["world_size"] == 2 and multi["runs"]["1"]["world_size"] == 1
+    manifest = json.loads((tmp_path / "paper_scale.manifest.json").read_text())
+    assert {"commit", "dirty", "code_sha256", "params", "hardware", "wall_s"} <= set(manifest)

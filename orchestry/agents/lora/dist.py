@@ -78,6 +78,8 @@ class World:
         with torch.no_grad():
             flat = torch.cat([p.detach().reshape(-1) for p in params])
             dist.broadcast(flat, src=0)
+            if self.is_main:  # the source: its parameters are what was sent
+                return
             offset = 0
             for p in params:
                 n = p.numel()

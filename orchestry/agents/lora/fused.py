@@ -10,6 +10,9 @@ from collections.abc import Sequence
 import torch
 from peft.tuners.lora import LoraLayer
 
+from orchestry.agents.lora.triton_layer import lora_expand
+from orchestry.agents.lora.triton_support import usable
+
 
 class Fused:
     """Projections of one input as one matmul, plus every adapter's LoRA terms, stacked.
@@ -34,7 +37,14 @@ class Fused:
         dtype, device = self.weight.dtype, self.weight.device
         ranks = [[m.lora_A[n].weight.shape[0] for n in adapters] for m in self.modules]
         total = sum(map(sum, ranks))
-        self.a = torch.zeros((total, self.weight.shape[1]), dtype=dtype, device=device)
+        # A is stored under the frozen weight: one GEMM of `wide` gives [x W^T | x A^T]
+        out = self.weight.shape[0]
+        self.wide = torch.cat([self.weight, self.weight.new_zeros((total, self.weight.shape[1]))])
+        self.weight, self.a = self.wide[:out], self.wide[out:]
+        self.wide_bias = (
+            None if self.bias is None else torch.cat([self.bias, self.bias.new_zeros(total)])
+        )
+        self.kernels = usable(self.wide)
         self.b = torch.zeros((self.weight.shape[0], total), dtype=dtype, device=device)
         # where each LoRA module's output rows and rank columns sit
         self.places, row, col = [], 0, 0
@@ -74,6 +84,12 @@ class Fused:
         state, which it replaces by the result) and the LoRA term into the result: in place, a
         GEMM skips copying its addend first (four copies a layer and token in decoding at the 3B
         shape, issue 36); the values are those of the out-of-place `addmm`."""
+        if self.a is not None and self.kernels and rows is None and x.shape[0] == len(self.mask):
+            # a decode step on a GPU: the shrink in the frozen GEMM, the rest in one kernel
+            wide = torch.nn.functional.linear(x, self.wide, self.wide_bias)
+            return lora_expand(
+                wide, len(self.weight), self.mask.view(len(self.mask), -1), self.b, residual
+            )
         if residual is None or self.bias is not None:
             y = torch.nn.functional.linear(x, self.weight, self.bias)
             y = y if residual is None else y + residual

@@ -16,10 +16,12 @@ once, eagerly, left-padded to a multiple of `PROMPT_BUCKET` columns, and its key
 the rows that share it (the G samples of a group: at the 3B shape prefilling all 128 rows took ~0.45 s
 of a 1.8 s generation, issue 36); the batch is padded to a multiple of `ROW_BUCKET` rows.
 
-On a GPU with Triton three steps of the decode layer are kernels of this package: the rotary turn
-with the cache write (triton_rotary), attention over the cache up to the column being written and
-the gated activation (triton_decode); elsewhere they are the torch operations beside them. On a CPU
-the same code runs eagerly (no graph); the tests compare it with `generate` there.
+On a GPU with Triton most steps of the decode layer are kernels of this package: RMSNorm and the
+LoRA terms' expand-and-add (triton_layer; their shrink rides in the frozen GEMM, `fused.Fused`),
+the rotary turn with the cache write (triton_rotary), attention over the cache up to the column
+being written, a shared prompt's columns read once for the rows that share it, and the gated
+activation (triton_decode); elsewhere they are the torch operations beside them. On a CPU the same
+code runs eagerly (no graph); the tests compare it with `generate` there.
 """
 
 from __future__ import annotations
@@ -37,7 +39,14 @@ from orchestry.agents.base import SamplingSpec
 from orchestry.agents.lora.device_sampler import draw
 from orchestry.agents.lora.fused import Fused, rotate
 from orchestry.agents.lora.kv_prefix import distinct_prompts, pad_rows
-from orchestry.agents.lora.triton_decode import decode_attention, fused_silu, silu_mul
+from orchestry.agents.lora.triton_decode import (
+    PREFIX_ROWS,
+    fused_silu,
+    prefix_attention,
+    prefix_members,
+    silu_mul,
+)
+from orchestry.agents.lora.triton_layer import rms_norm
 from orchestry.agents.lora.triton_rotary import available as rotary_kernel_available
 from orchestry.agents.lora.triton_rotary import rotary_into_cache
 from orchestry.agents.lora.triton_support import usable
@@ -107,6 +116,7 @@ class GraphDecoder:
         # the rotary and attention kernels both need a power-of-two head size
         self.fused_attention = kernels and rotary_kernel_available(self.head_dim)
         self.fused_act = fused_silu(config, self.embed.weight)
+        self.fused_norm = kernels
         b, length = shape.rows, shape.width + shape.max_new
         self.layers = []
         for layer in body.layers:
@@ -133,6 +143,8 @@ class GraphDecoder:
         self.step = torch.zeros(1, dtype=torch.long, device=device)
         self.done = torch.zeros(b, dtype=torch.bool, device=device)
         self.out = torch.zeros((b, shape.max_new), dtype=torch.long, device=device)
+        # the rows sharing each prompt (`prefix_attention` reads a shared prompt's columns once)
+        self.members = torch.full((b, PREFIX_ROWS), -1, dtype=torch.int32, device=device)
         self.graph: torch.cuda.CUDAGraph | None = None
 
     # ------------------------------------------------------------------ the model, written out
@@ -155,17 +167,15 @@ class GraphDecoder:
         h = self.embed(ids).view(b * t, -1)
         cos, sin = self.rotary(h, positions)  # [b, t, d]
         cos, sin = cos[:, :, None], sin[:, :, None]
-        rms = torch.nn.functional.rms_norm
+        rms = self._decode_norm if columns is not None and self.fused_norm else self._norm
         first, of = prompts if prompts is not None else (None, None)
         for layer, (qkv, o, gate_up, down), act, scaling, cache in self.layers:
-            norm = layer.input_layernorm
-            x = rms(h, (h.shape[-1],), norm.weight, norm.variance_epsilon)
+            x = rms(h, layer.input_layernorm)
             y = qkv(x, rows=first).view(b, t, heads + 2 * kv, d)
             q, k, v = self._turn_into_cache(y, cos, sin, cache, columns, of)
             att = self._attend(q, k, v, cache, columns, mask, scaling)
             h = o(att.reshape(b * t, heads * d), residual=h, rows=first)
-            norm = layer.post_attention_layernorm
-            x = rms(h, (h.shape[-1],), norm.weight, norm.variance_epsilon)
+            x = rms(h, layer.post_attention_layernorm)
             if columns is not None and self.fused_act:
                 h = down(silu_mul(gate_up(x)), residual=h)
             else:
@@ -174,7 +184,15 @@ class GraphDecoder:
         last = h.view(b, t, -1)[:, -1]
         if of is not None:
             last = last.index_select(0, of)
-        return rms(last, (last.shape[-1],), self.norm.weight, self.norm.variance_epsilon)
+        return rms(last, self.norm)
+
+    @staticmethod
+    def _norm(h: torch.Tensor, norm: torch.nn.Module) -> torch.Tensor:
+        return torch.nn.functional.rms_norm(h, (h.shape[-1],), norm.weight, norm.variance_epsilon)
+
+    @staticmethod
+    def _decode_norm(h: torch.Tensor, norm: torch.nn.Module) -> torch.Tensor:
+        return rms_norm(h, norm.weight, norm.variance_epsilon)
 
     def _turn_into_cache(
         self,
@@ -216,8 +234,10 @@ class GraphDecoder:
         """Attention of the new columns' queries; prefill over their own keys, decode over the
         cache. Returns [b, t, heads, d] (decode: t = 1, any layout that reshapes to it)."""
         heads, kv, d = self.heads, self.kv_heads, self.head_dim
-        if columns is not None and self.fused_attention:  # a program per row and key/value head
-            return decode_attention(q.view(-1, heads, d), cache, self.real, columns, scaling)
+        if columns is not None and self.fused_attention:  # a shared prompt read once per group
+            q = q.view(-1, heads, d)
+            width = self.shape.width
+            return prefix_attention(q, cache, self.real, columns, scaling, self.members, width)
         group = heads // kv
         sdpa = torch.nn.functional.scaled_dot_product_attention
         if columns is None:
@@ -235,7 +255,7 @@ class GraphDecoder:
     def _choose(self, hidden: torch.Tensor) -> None:
         """Pick the next token of every row from the head's logits; record it; advance the step."""
         s = self.shape
-        logits = self.head(hidden).float()
+        logits = self.head(hidden)  # bfloat16 on a GPU: `draw` reads it as it is
         if s.min_new:
             early = self.step < s.min_new
             logits = logits.masked_fill(self.stop[None, :] & early, -math.inf)
@@ -283,6 +303,7 @@ class GraphDecoder:
         ids, real = pad_rows([list(p) for p, _ in pairs], s.width, pad, self.device)
         real = real.bool()
         of = torch.tensor(of_row, device=self.device)
+        self.members.copy_(prefix_members(of_row))
         self.real[:, : s.width] = real.index_select(0, of)
         self.prompt_len.copy_(self.real[:, : s.width].sum(-1))
         self.stop.zero_()
