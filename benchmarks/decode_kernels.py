@@ -9,8 +9,7 @@ Each kernel runs at a named model shape's sizes (orchestry/agents/lora/shapes.py
   first pass inside them) at a few warps and loads (`triton_sampler.WARPS`, `LOADS` decode);
 - `attention`: one new column's attention over the KV cache (torch's SDPA with the boolean mask the
   torch form builds) against `triton_decode.decode_attention` at each of `--columns` per block
-  (`triton_decode.COLUMNS` is the one decoding uses), and `prefix_attention` (rows in groups of 8
-  sharing a `--prompt`-column prompt, read once per group) at each of those and 4 or 8 warps;
+  (`triton_decode.COLUMNS` is the one decoding uses);
 - `activation`: `silu(gate) * up` over the fused gate/up output against `triton_decode.silu_mul`;
 - `activation_backward`: the update's form, forward and backward over `--update-tokens` tokens
   (torch's autograd of `silu(gate) * up` against `triton_decode.GatedSilu`);
@@ -141,15 +140,6 @@ def measure(name: str, args: argparse.Namespace) -> dict:
         attention[f"columns_{columns}"] = timed(
             lambda c=columns: triton_decode.decode_attention(q, cache, real, column, d**-0.5, c)
         )
-    # the G = 8 samples of a problem share its prompt: read once per group (`prefix_attention`)
-    members = triton_decode.prefix_members([i // 8 for i in range(rows)]).cuda()
-    for columns in args.columns:
-        for warps in (4, 8):
-            attention[f"prefix_{columns}_warps_{warps}"] = timed(
-                lambda c=columns, w=warps: triton_decode.prefix_attention(
-                    q, cache, real, column, d**-0.5, members, args.prompt, c, w
-                )
-            )
     out["attention"] = attention
 
     y = torch.randn((rows, 2 * shape.intermediate), device="cuda", generator=gen)

@@ -215,59 +215,6 @@ def test_the_decode_attention_kernel_attends_as_sdpa_does(
 @pytest.mark.skipif(
     not torch.cuda.is_available(), reason="a Triton kernel of the GPU's decode step"
 )
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-@pytest.mark.parametrize("heads, kv, d", [(16, 2, 128), (9, 3, 64)])
-def test_the_shared_prefix_kernels_attend_as_sdpa_does(
-    dtype: torch.dtype, heads: int, kv: int, d: int
-) -> None:
-    """`prefix_attention` as `decode_attention` is checked above, on rows in groups that share
-    their prompt columns' keys, values and padding (groups of 8, of more rows than one prefix
-    program takes, of 1, of none of the prompt's columns real; rows of a group not adjacent; a
-    prompt width not a multiple of the kernel's block) and differ after it."""
-    gen = torch.Generator().manual_seed(0)
-    sizes = [8, 2 * triton_decode.PREFIX_ROWS + 3, 1, 3, 8]
-    width, column, length = 100, 171, 200
-    of = torch.arange(len(sizes)).repeat_interleave(torch.tensor(sizes))
-    of = of[torch.randperm(len(of), generator=gen)]
-    rows = len(of)
-    q = torch.randn((rows, heads, d), generator=gen).to("cuda", dtype)
-    cache = torch.randn((2, rows, kv, length, d), generator=gen).to("cuda", dtype)
-    prompts = torch.randn((2, len(sizes), kv, width, d), generator=gen).to("cuda", dtype)
-    cache[:, :, :, :width] = prompts[:, of.cuda()]
-    padding = torch.rand((len(sizes), width), generator=gen) > 0.7
-    padding[3] = True
-    real = torch.ones((rows, length), dtype=torch.bool)
-    real[:, :width] = ~padding[of]
-    real[:, width + 5] = False
-    real = real.cuda()
-    seen = real & (torch.arange(length, device="cuda") <= column)
-    expected = torch.nn.functional.scaled_dot_product_attention(
-        q.reshape(rows, kv, heads // kv, d).double(),
-        *cache.double().where(seen[None, :, None, :, None], 0.0),
-        attn_mask=seen[:, None, None, :],
-        scale=d**-0.5,
-    ).reshape(rows, heads, d)
-    torch_form = torch.nn.functional.scaled_dot_product_attention(
-        q.reshape(rows, kv, heads // kv, d),
-        cache[0],
-        cache[1],
-        attn_mask=seen[:, None, None, :],
-        scale=d**-0.5,
-    ).reshape(rows, heads, d)
-    cache.masked_fill_(~seen[None, :, None, :, None], math.nan)
-    members = triton_decode.prefix_members(of.tolist()).cuda()
-    got = triton_decode.prefix_attention(
-        q, cache, real, torch.tensor([column], device="cuda"), d**-0.5, members, width
-    )
-    error = (got.double() - expected).abs().max().item()
-    torch_error = (torch_form.double() - expected).abs().max().item()
-    size = expected.abs().max().item()
-    assert error <= 2 * torch_error + 4 * torch.finfo(dtype).eps * size, (error, torch_error)
-
-
-@pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="a Triton kernel of the GPU's decode step"
-)
 def test_the_gated_activation_kernel_rounds_as_torch_does() -> None:
     """silu(gate) * up as torch computes it in bfloat16 (each op rounded to bfloat16), up to one
     unit in the last place where the exponentials differ."""

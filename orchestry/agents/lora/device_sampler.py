@@ -61,7 +61,8 @@ def draw(
     the mass ranked above it is < top_p (tokens tied with the last one kept are kept too, here and
     at the k-th). No host sync, so it runs inside a CUDA graph. `logits` of any float dtype: on a
     GPU without top-k the kernels read the head's bfloat16 as it is (`triton_sampler.sample`: the
-    float32 copy, the division and torch's softmax were ~210 us a token at the 3B shape).
+    float32 copy, the division and torch's softmax were ~210 us a token at the 3B shape in the
+    profile of results/bench/paper_scale.json at ed292b5).
     """
     if usable(logits) and not (top_k and top_k < logits.shape[-1]):
         return triton_sampler.sample(logits, uniform, temperature, top_p)

@@ -19,9 +19,9 @@ of a 1.8 s generation, issue 36); the batch is padded to a multiple of `ROW_BUCK
 On a GPU with Triton most steps of the decode layer are kernels of this package: RMSNorm and the
 LoRA terms' expand-and-add (triton_layer; their shrink rides in the frozen GEMM, `fused.Fused`),
 the rotary turn with the cache write (triton_rotary), attention over the cache up to the column
-being written, a shared prompt's columns read once for the rows that share it, and the gated
-activation (triton_decode); elsewhere they are the torch operations beside them. On a CPU the same
-code runs eagerly (no graph); the tests compare it with `generate` there.
+being written and the gated activation (triton_decode); elsewhere they are the torch operations
+beside them. On a CPU the same code runs eagerly (no graph); the tests compare it with `generate`
+there.
 """
 
 from __future__ import annotations
@@ -39,13 +39,7 @@ from orchestry.agents.base import SamplingSpec
 from orchestry.agents.lora.device_sampler import draw
 from orchestry.agents.lora.fused import Fused, rotate
 from orchestry.agents.lora.kv_prefix import distinct_prompts, pad_rows
-from orchestry.agents.lora.triton_decode import (
-    PREFIX_ROWS,
-    fused_silu,
-    prefix_attention,
-    prefix_members,
-    silu_mul,
-)
+from orchestry.agents.lora.triton_decode import decode_attention, fused_silu, silu_mul
 from orchestry.agents.lora.triton_layer import rms_norm
 from orchestry.agents.lora.triton_rotary import available as rotary_kernel_available
 from orchestry.agents.lora.triton_rotary import rotary_into_cache
@@ -143,8 +137,6 @@ class GraphDecoder:
         self.step = torch.zeros(1, dtype=torch.long, device=device)
         self.done = torch.zeros(b, dtype=torch.bool, device=device)
         self.out = torch.zeros((b, shape.max_new), dtype=torch.long, device=device)
-        # the rows sharing each prompt (`prefix_attention` reads a shared prompt's columns once)
-        self.members = torch.full((b, PREFIX_ROWS), -1, dtype=torch.int32, device=device)
         self.graph: torch.cuda.CUDAGraph | None = None
 
     # ------------------------------------------------------------------ the model, written out
@@ -234,10 +226,8 @@ class GraphDecoder:
         """Attention of the new columns' queries; prefill over their own keys, decode over the
         cache. Returns [b, t, heads, d] (decode: t = 1, any layout that reshapes to it)."""
         heads, kv, d = self.heads, self.kv_heads, self.head_dim
-        if columns is not None and self.fused_attention:  # a shared prompt read once per group
-            q = q.view(-1, heads, d)
-            width = self.shape.width
-            return prefix_attention(q, cache, self.real, columns, scaling, self.members, width)
+        if columns is not None and self.fused_attention:  # a program per row and key/value head
+            return decode_attention(q.view(-1, heads, d), cache, self.real, columns, scaling)
         group = heads // kv
         sdpa = torch.nn.functional.scaled_dot_product_attention
         if columns is None:
@@ -303,7 +293,6 @@ class GraphDecoder:
         ids, real = pad_rows([list(p) for p, _ in pairs], s.width, pad, self.device)
         real = real.bool()
         of = torch.tensor(of_row, device=self.device)
-        self.members.copy_(prefix_members(of_row))
         self.real[:, : s.width] = real.index_select(0, of)
         self.prompt_len.copy_(self.real[:, : s.width].sum(-1))
         self.stop.zero_()

@@ -12,13 +12,6 @@ Profiled at the 3B shape (issue 36; 36 layers x 128 tokens of 128 rows), torch's
 block, keys and values read once, and only the columns up to the one being written (read from
 the device, so a CUDA graph replays it). Softmax is the online form of flash attention, in
 float32; the probabilities meet the values in the values' dtype, as torch's fused kernels do.
-It took ~19 us a layer and token at the 3B shape on an H200 (~87 ms of a 0.77 s generation): its
-256 programs leave the GPU latency-bound, and each of a group's 8 rows reads the same prompt.
-`prefix_attention` reads a shared prompt once: `prefix_kernel` takes up to `PREFIX_ROWS` rows of
-one prompt, their query heads of a key/value head as one block for the tensor cores (8 rows x 8
-heads at the 3B shape), over the prompt's columns, and leaves each row's softmax state (top, mass,
-acc, float32); `attention_kernel` goes on from it over the row's own generated columns. Its time
-is not yet measured.
 `silu_mul` reads both halves and writes `silu(gate) * up` rounded where torch rounds: the
 activation to the dtype, then the product. `GatedSilu` is the same with its backward, for the
 update's written-out forward.
@@ -26,18 +19,12 @@ update's written-out forward.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 
 from orchestry.agents.lora.triton_support import tl, triton, usable
 
 COLUMNS = 64
 """Key columns an attention program reads at a time."""
-PREFIX_ROWS = 8
-"""Rows of one shared prompt whose queries a prefix program takes together (a power of two)."""
-PREFIX_WARPS = 4
-"""Warps of a prefix program (its query block is `PREFIX_ROWS` rows' heads of a group)."""
 WIDTH = 1024
 """Activation entries a program covers."""
 
@@ -46,10 +33,9 @@ if triton is not None:
 
     @triton.jit
     def attention_kernel(
-        q, keys, values, real, column, out, scale, begin, top_in, mass_in, acc_in,
+        q, keys, values, real, column, out, scale,
         group, q_row, c_row, c_head, c_col, real_row,
         G: tl.constexpr, D: tl.constexpr, N: tl.constexpr, PRECISION: tl.constexpr,
-        RESUME: tl.constexpr,
     ):  # fmt: skip
         row, head = tl.program_id(0).to(tl.int64), tl.program_id(1)
         g, at = tl.arange(0, G), tl.arange(0, D)
@@ -58,16 +44,10 @@ if triton is not None:
         query = tl.load(q + place, mask=mine, other=0.0)
         end = tl.load(column).to(tl.int32) + 1  # the column written this step is the last read
         base = row * c_row + head * c_head
-        if RESUME:  # columns before `begin` were attended by `prefix_kernel`: go on from its state
-            line = row * (q_row // D) + head * group + g
-            top = tl.load(top_in + line, mask=g < group, other=-1.0e30)
-            mass = tl.load(mass_in + line, mask=g < group, other=0.0)
-            acc = tl.load(acc_in + place, mask=mine, other=0.0)
-        else:
-            top = tl.full([G], -1.0e30, tl.float32)  # finite: a block of no key gives exp(-inf)
-            mass = tl.zeros([G], tl.float32)
-            acc = tl.zeros([G, D], tl.float32)
-        for start in range(begin, end, N):
+        top = tl.full([G], -1.0e30, tl.float32)  # finite: a block with no key left gives exp(-inf)
+        mass = tl.zeros([G], tl.float32)
+        acc = tl.zeros([G, D], tl.float32)
+        for start in range(0, end, N):
             cols = start + tl.arange(0, N)
             inside = cols < end
             seen = inside & (tl.load(real + row * real_row + cols, mask=inside, other=0) != 0)
@@ -85,48 +65,6 @@ if triton is not None:
             top = new_top
         result = acc / mass[:, None]
         tl.store(out + place, result.to(out.dtype.element_ty), mask=mine)
-
-    @triton.jit
-    def prefix_kernel(
-        q, keys, values, real, column, members, top_out, mass_out, acc_out, scale, width,
-        group, heads, c_row, c_head, c_col, real_row,
-        S: tl.constexpr, GP: tl.constexpr, D: tl.constexpr, N: tl.constexpr,
-        PRECISION: tl.constexpr,
-    ):  # fmt: skip
-        entry, head = tl.program_id(0), tl.program_id(1)
-        first = tl.load(members + entry * S)
-        if first >= 0:  # entries past the last one hold no row
-            i = tl.arange(0, S * GP)  # query line i: slot i // GP's row, head i % GP of the group
-            member = tl.load(members + entry * S + i // GP)
-            g, at = i % GP, tl.arange(0, D)
-            mine = (member >= 0) & (g < group)
-            line = member.to(tl.int64) * heads + head * group + g  # in [rows, heads] (q's layout)
-            place = line[:, None] * D + at[None, :]
-            query = tl.load(q + place, mask=mine[:, None], other=0.0)
-            # the prompt's columns up to the one read last (all of them once decoding is under way)
-            end = tl.minimum(tl.load(column).to(tl.int32) + 1, width)
-            base = first.to(tl.int64) * c_row + head * c_head
-            top = tl.full([S * GP], -1.0e30, tl.float32)
-            mass = tl.zeros([S * GP], tl.float32)
-            acc = tl.zeros([S * GP, D], tl.float32)
-            for start in range(0, end, N):
-                cols = start + tl.arange(0, N)
-                inside = cols < end
-                seen = inside & (tl.load(real + first * real_row + cols, mask=inside, other=0) != 0)
-                at_col = base + cols[:, None].to(tl.int64) * c_col + at[None, :]
-                k = tl.load(keys + at_col, mask=seen[:, None], other=0.0)
-                s = tl.dot(query, tl.trans(k), input_precision=PRECISION)
-                s = tl.where(seen[None, :], s * scale, float("-inf"))
-                new_top = tl.maximum(top, tl.max(s, axis=1))
-                shrink = tl.exp(top - new_top)
-                p = tl.exp(s - new_top[:, None])
-                mass = mass * shrink + tl.sum(p, axis=1)
-                v = tl.load(values + at_col, mask=seen[:, None], other=0.0)
-                acc = acc * shrink[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
-                top = new_top
-            tl.store(top_out + line, top, mask=mine)
-            tl.store(mass_out + line, mass, mask=mine)
-            tl.store(acc_out + place, acc, mask=mine[:, None])
 
     @triton.jit
     def silu_mul_kernel(y, out, width, y_row, out_row, BLOCK: tl.constexpr):
@@ -182,79 +120,10 @@ def decode_attention(
     assert keys.stride(3) == 1 and real.stride(1) == 1 and d & (d - 1) == 0
     group = heads // kv
     attention_kernel[(rows, kv)](
-        q, keys, values, real, column, out, float(scale), 0, out, out, out,
+        q, keys, values, real, column, out, float(scale),
         group, q.stride(0), keys.stride(0), keys.stride(1), keys.stride(2), real.stride(0),
         G=max(16, triton.next_power_of_2(group)), D=d, N=columns,
         PRECISION="ieee" if q.dtype == torch.float32 else "tf32",  # float32 in full, as torch's
-        RESUME=False,
-    )  # fmt: skip
-    return out
-
-
-def prefix_members(of_row: Sequence[int]) -> torch.Tensor:
-    """The rows of each prefix program (`prefix_attention`'s `members`): of_row[i] is row i's
-    distinct (prompt, adapter) pair (`kv_prefix.distinct_prompts`); entry e lists up to
-    `PREFIX_ROWS` rows of one pair, a pair of more rows taking several entries. [rows,
-    PREFIX_ROWS] int32 on the CPU, -1 where no row is: the shape depends only on the row count
-    (every entry holds a row), so a captured graph's buffer takes each call's with `copy_`."""
-    rows_of: dict[int, list[int]] = {}
-    for i, pair in enumerate(of_row):
-        rows_of.setdefault(pair, []).append(i)
-    entries = [
-        rows[at : at + PREFIX_ROWS]
-        for rows in rows_of.values()
-        for at in range(0, len(rows), PREFIX_ROWS)
-    ]
-    members = torch.full((len(of_row), PREFIX_ROWS), -1, dtype=torch.int32)
-    for e, entry in enumerate(entries):
-        members[e, : len(entry)] = torch.tensor(entry, dtype=torch.int32)
-    return members
-
-
-def prefix_attention(
-    q: torch.Tensor,
-    cache: torch.Tensor,
-    real: torch.Tensor,
-    column: torch.Tensor,
-    scale: float,
-    members: torch.Tensor,
-    width: int,
-    columns: int = COLUMNS,
-    warps: int = PREFIX_WARPS,
-) -> torch.Tensor:
-    """`decode_attention` for rows whose first `width` columns (the prompt) are shared: the keys,
-    values and `real` of those columns are the same in every row of an entry of `members`
-    ([rows, PREFIX_ROWS] int32 on q's device, `prefix_members`; each row in exactly one entry).
-    The prompt's columns are attended once per entry and key/value head (of its first row), the
-    columns from `width` on per row; same arguments and result as `decode_attention` otherwise.
-    The partial softmax state between the two kernels (float32, [rows, heads] twice and [rows,
-    heads, d]) is allocated per call, as the output is (in a graph capture, from its pool)."""
-    rows, heads, d = q.shape
-    kv = cache.shape[2]
-    keys, values = cache[0], cache[1]
-    q = q.contiguous()
-    assert keys.stride(3) == 1 and real.stride(1) == 1 and d & (d - 1) == 0
-    assert members.shape == (rows, PREFIX_ROWS) and members.dtype == torch.int32
-    assert members.is_contiguous() and members.device == q.device
-    group = heads // kv
-    top = torch.empty((rows, heads), dtype=torch.float32, device=q.device)
-    mass = torch.empty_like(top)
-    acc = torch.empty((rows, heads, d), dtype=torch.float32, device=q.device)
-    strides = (keys.stride(0), keys.stride(1), keys.stride(2), real.stride(0))
-    precision = "ieee" if q.dtype == torch.float32 else "tf32"
-    prefix_kernel[(rows, kv)](
-        q, keys, values, real, column, members, top, mass, acc, float(scale), width,
-        group, heads, *strides,
-        # tl.dot wants 16 query lines or more: a group of one head takes two lines a row
-        S=PREFIX_ROWS, GP=max(triton.next_power_of_2(group), 16 // PREFIX_ROWS), D=d, N=columns,
-        PRECISION=precision, num_warps=warps,
-    )  # fmt: skip
-    out = torch.empty_like(q)
-    attention_kernel[(rows, kv)](
-        q, keys, values, real, column, out, float(scale), width, top, mass, acc,
-        group, q.stride(0), *strides,
-        G=max(16, triton.next_power_of_2(group)), D=d, N=columns, PRECISION=precision,
-        RESUME=True,
     )  # fmt: skip
     return out
 

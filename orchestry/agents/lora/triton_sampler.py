@@ -23,11 +23,12 @@ At 128 x 151,936 on an H200 the first form's pass took 48 us, a third of the ban
 accumulator put the 8 thresholds on 8 threads, so every 1 KB read went through shared memory behind
 a barrier, one read in flight per program. A pass now keeps each threshold's sums in the thread that
 read the entries (128-bit reads, `LOADS` of them in flight a thread, nothing through shared memory;
-the sm_90 build's loop: 27 instructions an entry at 8 ways). Measured on an H200 (Triton 3.6, 128
-rows, CUDA graph, top_p 0.95; one run, a few % noise): from bfloat16 logits to the token, 736 us
--> 336 us at 151,936 entries and 238 -> 101 us at 49,152 (the torch float copy, division and
-softmax, then the first form's kernels -> `sample`); `pick` alone from probabilities 546 -> 279 us.
-A pass still takes ~25-30 us, not the ~16 us of its bytes; predicated adds (setp, @p add: half the
+the sm_90 build's loop: 27 instructions an entry at 8 ways). At 128 x 151,936 on an H200
+(benchmarks/decode_kernels.py, results/bench/decode_kernels.json, commit 447f04e): `pick` from
+probabilities 279 us (552 us for the first form, same file at ed292b5); from the head's bfloat16
+logits, `sample` 335 us against 469 us for torch's float copy, division and softmax before `pick`.
+In the 3B training step's profile (results/bench/paper_scale.json) a pass takes 26.7 us, not the
+~16 us of its bytes; predicated adds (setp, @p add: half the
 ALU-pipe instructions) did not change that, nor did more loads in flight.
 """
 
@@ -59,8 +60,9 @@ def passes(ways: int) -> int:
 CHUNK = 4096
 """Vocabulary entries a program covers (151,936 -> 38 chunks a row). A multiple of
 `4 * 32 * warps * loads`: a program's reads never cross into the next chunk. With WARPS and LOADS
-the fastest measured of (chunk, warps, loads) in (2048-16384, 1-8, 1-4): 336 us a token at the 3B
-shape against 363 us at (8192, 4, 2), 101 against 123 us at the 135M shape."""
+the fastest `sample` of the tunings results/bench/decode_kernels.json holds (commit 447f04e, an
+H200, 128 rows): 335 us a token at the 3B shape against 343-389 us at (warps, loads) of (2, 4),
+(4, 2) and (1, 2); 102 against 112-126 us at the 135M shape."""
 BLOCK = 256
 """Entries the pick's scan reads at a time (one chunk a row scans)."""
 WARPS = 1
