@@ -276,11 +276,13 @@ def _update_mixed(
             [1.0 / max(1, n_rows[a]) for a in agents],
             row_loss,
         )
+        # `live` lists the rows adapter by adapter, so each adapter's rows of a chunk are one
+        # run: a slice, where an index tensor made on the host would wait for the GPU (a copy
+        # to the device waits for the kernels queued before it, here the previous pass)
         for owner in dict.fromkeys(agents):
-            idx = torch.tensor(
-                [k for k, a in enumerate(agents) if a == owner], device=losses.device
-            )
-            loss_sums[owner] = loss_sums[owner] + losses[idx].sum().double()
+            first = agents.index(owner)
+            rows_of = losses[first : first + agents.count(owner)].clone()
+            loss_sums[owner] = loss_sums[owner] + rows_of.sum().double()
     stats: dict[str, float] = {}
     values = [float(loss_sums[o]) for o in owners]
     if ranks is not None:

@@ -176,12 +176,15 @@ def test_a_row_of_nan_draws_token_0_as_the_torch_form_does() -> None:
 )
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("heads, kv, d", [(16, 2, 128), (9, 3, 64)])
+@pytest.mark.parametrize("splits", sorted({1, 3, 4, 8, triton_decode.SPLITS}))
 def test_the_decode_attention_kernel_attends_as_sdpa_does(
-    dtype: torch.dtype, heads: int, kv: int, d: int
+    dtype: torch.dtype, heads: int, kv: int, d: int, splits: int
 ) -> None:
     """The kernel's output against torch's SDPA with the decode step's mask (real columns up to the
     one written this step), both against float64. Columns after it and padding columns hold NaN:
-    the kernel must not read them (SDPA would spread the NaN: it is left out of its inputs)."""
+    the kernel must not read them (SDPA would spread the NaN: it is left out of its inputs). With
+    `splits` programs a row and head: columns 0-201 are 4 blocks of 64, so with 3 splits the first
+    reads two blocks, with 4 each reads one and with 8 half of them read none."""
     gen = torch.Generator().manual_seed(0)
     rows, width, column = 24, 300, 201
     q = torch.randn((rows, heads, d), generator=gen).to("cuda", dtype)
@@ -204,7 +207,7 @@ def test_the_decode_attention_kernel_attends_as_sdpa_does(
     ).reshape(rows, heads, d)
     cache.masked_fill_(~seen[None, :, None, :, None], math.nan)
     got = triton_decode.decode_attention(
-        q, cache, real, torch.tensor([column], device="cuda"), d**-0.5
+        q, cache, real, torch.tensor([column], device="cuda"), d**-0.5, splits=splits
     )
     error = (got.double() - expected).abs().max().item()
     torch_error = (torch_form.double() - expected).abs().max().item()

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import torch
 from peft import PeftModel
 
+from orchestry.agents.lora.kv_prefix import upload
 from orchestry.agents.lora.written_update import PassInputs, WrittenForward, pass_inputs
 
 ROW_BUCKET = 32
@@ -206,7 +207,7 @@ class GraphUpdate:
             self._passes[key] = GraphPass(
                 forward, names, flat, row_loss, inputs, self._pool, self.record
             )
-        values = values.to(device, non_blocking=True)
+        values = upload(values, device)
         losses, grads = self._passes[key](inputs, values[0], values[1])
         start = 0
         for k, name in enumerate(names):

@@ -184,7 +184,18 @@ def pad_rows(
             cols = slice(width - len(row), width) if side == "left" else slice(0, len(row))
             ids[i, cols] = torch.tensor(row, dtype=torch.long)
             mask[i, cols] = 1
-    return ids.to(device), mask.to(device)
+    return upload(ids, device), upload(mask, device)
+
+
+def upload(host: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """`host` on `device`. To a GPU through pinned memory without waiting: a plain `.to(device)`
+    waits for every kernel queued before it, and in the update that wait, once per microbatch,
+    left the GPU idle while the host laid out the next one and launched its graph (~90 ms of the
+    3B update's 0.84 s, issue 36). The caching host allocator keeps the pinned block until the
+    copy is done."""
+    if torch.device(device).type != "cuda":
+        return host.to(device)
+    return host.pin_memory().to(device, non_blocking=True)
 
 
 def distinct_prompts(

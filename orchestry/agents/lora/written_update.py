@@ -14,7 +14,8 @@ weights:
 - attention is `scaled_dot_product_attention` with a causal mask over left-padded prompts; only
   the completion columns go through the head;
 - on a GPU with Triton, the gated activation `silu(gate) * up` and its backward are one kernel
-  each (`triton_decode.GatedSilu`).
+  each (`triton_decode.GatedSilu`), and so are the chosen tokens' log-probs from the head's
+  logits (`triton_logprob`: no float32 copy of [tokens, vocab]).
 
 The rows of adapter a get peft's LoRA term (the other blocks are multiplied by 0), so the gradient of
 each adapter is the one of a pass over its rows alone, up to float rounding; the terms are computed
@@ -33,8 +34,10 @@ from peft.tuners.lora import LoraLayer
 
 from orchestry.agents.lora.fused import frozen_concat, rotate
 from orchestry.agents.lora.graph_decode import supports
-from orchestry.agents.lora.kv_prefix import checkpointing, distinct_prompts, pad_rows
+from orchestry.agents.lora.kv_prefix import checkpointing, distinct_prompts, pad_rows, upload
 from orchestry.agents.lora.triton_decode import GatedSilu, fused_silu
+from orchestry.agents.lora.triton_logprob import token_logprobs
+from orchestry.agents.lora.triton_support import usable
 
 
 def written_applies(model: PeftModel, path: str | None) -> bool:
@@ -178,9 +181,12 @@ class WrittenForward:
         h_pre, h_comp = self._forward(inputs.pre_ids, inputs.comp_ids, parts, lora)
         # completion token 0 is predicted by its prompt's last column, token j by completion j - 1
         kept = torch.cat([h_pre[group, -1:], h_comp[:, :-1]], 1)
-        logits = self.head(kept).float()
+        logits = self.head(kept)
+        mask = inputs.comp_real.to(torch.float32)
+        if usable(logits):  # two kernels over the logits, no float32 copy (triton_logprob)
+            return token_logprobs(logits, inputs.comp_ids) * mask, mask
+        logits = logits.float()
         chosen = logits.gather(-1, inputs.comp_ids.unsqueeze(-1)).squeeze(-1)
-        mask = inputs.comp_real.to(logits.dtype)
         return (chosen - torch.logsumexp(logits, dim=-1)) * mask, mask
 
     def _forward(
@@ -316,14 +322,17 @@ def pass_inputs(
     comp_ids, comp_real = pad_rows(
         list(completions) + [[]] * extra_r, width_c, pad, device, side="right"
     )
-    host = torch.tensor(
-        of
-        + [0] * extra_r
-        + [a for _, a in unique]
-        + [0] * extra_p
-        + list(row_adapter)
-        + [0] * extra_r
-    ).to(device)
+    host = upload(
+        torch.tensor(
+            of
+            + [0] * extra_r
+            + [a for _, a in unique]
+            + [0] * extra_p
+            + list(row_adapter)
+            + [0] * extra_r
+        ),
+        device,
+    )
     group, prompt_adapter, row_adapters = host.split([n_rows, n_prompts, n_rows])
     return PassInputs(
         pre_ids, pre_real.bool(), comp_ids, comp_real.bool(), group, prompt_adapter, row_adapters
