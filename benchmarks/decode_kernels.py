@@ -9,9 +9,7 @@ Each kernel runs at a named model shape's sizes (orchestry/agents/lora/shapes.py
   first pass inside them) at a few warps and loads (`triton_sampler.WARPS`, `LOADS` decode);
 - `attention`: one new column's attention over the KV cache (torch's SDPA with the boolean mask the
   torch form builds) against `triton_decode.decode_attention` at each of `--columns` per block
-  (`triton_decode.COLUMNS` is the one decoding uses), and at each of `--splits` programs a row and
-  head at 32 and 64 columns (`columns_64_splits_4`: flash-decoding's split of the columns, merged
-  by a second kernel; `triton_decode.SPLITS` is the one decoding uses, 1 until measured);
+  (`triton_decode.COLUMNS` is the one decoding uses);
 - `activation`: `silu(gate) * up` over the fused gate/up output against `triton_decode.silu_mul`;
 - `activation_backward`: the update's form, forward and backward over `--update-tokens` tokens
   (torch's autograd of `silu(gate) * up` against `triton_decode.GatedSilu`);
@@ -140,17 +138,8 @@ def measure(name: str, args: argparse.Namespace) -> dict:
     }
     for columns in args.columns:
         attention[f"columns_{columns}"] = timed(
-            lambda c=columns: triton_decode.decode_attention(
-                q, cache, real, column, d**-0.5, c, splits=1
-            )
+            lambda c=columns: triton_decode.decode_attention(q, cache, real, column, d**-0.5, c)
         )
-    for columns in (32, 64):
-        for splits in args.splits:
-            attention[f"columns_{columns}_splits_{splits}"] = timed(
-                lambda c=columns, n=splits: triton_decode.decode_attention(
-                    q, cache, real, column, d**-0.5, c, splits=n
-                )
-            )
     out["attention"] = attention
 
     y = torch.randn((rows, 2 * shape.intermediate), device="cuda", generator=gen)
@@ -242,12 +231,6 @@ def main() -> None:
         "--columns", type=lambda s: [int(x) for x in s.split(",")], default=[32, 64, 128]
     )
     parser.add_argument(
-        "--splits",
-        type=lambda s: [int(x) for x in s.split(",")],
-        default=[2, 4, 8],
-        help="programs sharing a row and head's columns in the attention's split variants",
-    )
-    parser.add_argument(
         "--update-tokens",
         type=int,
         default=4096,
@@ -271,7 +254,6 @@ def main() -> None:
         "defaults": {
             "ways": triton_sampler.WAYS,
             "columns": triton_decode.COLUMNS,
-            "splits": triton_decode.SPLITS,
             "tile": f"{triton_layer.ROWS}x{triton_layer.COLS}",
         },
         "shapes": {},

@@ -176,15 +176,12 @@ def test_a_row_of_nan_draws_token_0_as_the_torch_form_does() -> None:
 )
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("heads, kv, d", [(16, 2, 128), (9, 3, 64)])
-@pytest.mark.parametrize("splits", sorted({1, 3, 4, 8, triton_decode.SPLITS}))
 def test_the_decode_attention_kernel_attends_as_sdpa_does(
-    dtype: torch.dtype, heads: int, kv: int, d: int, splits: int
+    dtype: torch.dtype, heads: int, kv: int, d: int
 ) -> None:
     """The kernel's output against torch's SDPA with the decode step's mask (real columns up to the
     one written this step), both against float64. Columns after it and padding columns hold NaN:
-    the kernel must not read them (SDPA would spread the NaN: it is left out of its inputs). With
-    `splits` programs a row and head: columns 0-201 are 4 blocks of 64, so with 3 splits the first
-    reads two blocks, with 4 each reads one and with 8 half of them read none."""
+    the kernel must not read them (SDPA would spread the NaN: it is left out of its inputs)."""
     gen = torch.Generator().manual_seed(0)
     rows, width, column = 24, 300, 201
     q = torch.randn((rows, heads, d), generator=gen).to("cuda", dtype)
@@ -207,7 +204,7 @@ def test_the_decode_attention_kernel_attends_as_sdpa_does(
     ).reshape(rows, heads, d)
     cache.masked_fill_(~seen[None, :, None, :, None], math.nan)
     got = triton_decode.decode_attention(
-        q, cache, real, torch.tensor([column], device="cuda"), d**-0.5, splits=splits
+        q, cache, real, torch.tensor([column], device="cuda"), d**-0.5
     )
     error = (got.double() - expected).abs().max().item()
     torch_error = (torch_form.double() - expected).abs().max().item()
@@ -268,6 +265,29 @@ def test_min_new_tokens_holds_and_same_call_same_samples(policy: TeamPolicy) -> 
     assert [g.token_ids for g in policy.generate(requests, spec, path="graph")] == [
         g.token_ids for g in first
     ]
+
+
+def test_min_new_bans_only_the_stop_tokens_until_it_is_reached(policy: TeamPolicy) -> None:
+    """Greedy decoding with its own first token made the stop token: with min_new 0 the row stops
+    at once; with min_new 3 the decoder bans that token's column (`GraphDecoder._choose` writes
+    -inf into the stop tokens' columns only) until column 3, so the row is the greedy row of
+    that token banned; and a second stop token that never wins changes nothing."""
+    model, pad = policy.peft_model("aux"), policy.tokenizer("aux").pad_token_id
+    prompt = [[1, 504, 2638, 314, 28, 3150, 30]]
+
+    def run(min_new: int, stops: set[int]) -> list[int]:
+        spec = sampling(max_new_tokens=6, min_new_tokens=min_new, do_sample=False)
+        decoder = GraphDecoder(model, ("aux", "main"), decode_shape(prompt, spec))
+        return decoder.run(prompt, [0], pad, stops)[0]
+
+    free = run(0, set())
+    stop = free[0]
+    assert run(0, {stop}) == [stop] + [pad] * 5
+    held = run(3, {stop})
+    assert stop not in held[:3] and pad not in held[:3]
+    assert held[0] != stop and len(held) == 6
+    other = next(t for t in range(10, 100) if t not in free and t not in held)
+    assert run(3, {stop, other}) == held
 
 
 def test_shapes_are_bucketed_and_the_embedded_model_is_supported(policy: TeamPolicy) -> None:

@@ -21,6 +21,8 @@ class Fused:
     matrices are stacked over projections and adapters, their B matrices (scaled) laid out block
     diagonally, and a 0/1 mask per row keeps only the row's own adapter's blocks:
     y = x W^T + ((x A^T) * mask) B^T. A step then costs a few kernels per layer, not dozens.
+    The stacked A sits under the frozen weight in one tensor (`wide`; `weight` and `a` are views
+    of it), so on a GPU one GEMM writes [x W^T | x A^T] and `triton_layer.lora_expand` the rest.
     """
 
     def __init__(

@@ -11,9 +11,9 @@ only its own adapter's block through a 0/1 mask, as in `stacked_lora`), rotary p
 over a static KV cache, the head, then sampling on the device (`device_sampler.draw`, with uniforms
 drawn once per call). It ran at 22,000 new tokens/s in a training step. The step is captured once per
 shape as a CUDA graph and replayed; the step counter lives on the device, the host looks only every
-`STOP_CHECK` steps whether every row has stopped. Each distinct (prompt, adapter) pair is prefilled
-once, eagerly, left-padded to a multiple of `PROMPT_BUCKET` columns, and its keys and values copied to
-the rows that share it (the G samples of a group: at the 3B shape prefilling all 128 rows took ~0.45 s
+`STOP_CHECK` steps, from `min_new` on, whether every row has stopped. Each distinct (prompt,
+adapter) pair is prefilled once, eagerly, left-padded to a multiple of `PROMPT_BUCKET` columns, and
+its keys and values copied to the rows that share it (the G samples of a group: at the 3B shape prefilling all 128 rows took ~0.45 s
 of a 1.8 s generation, issue 36); the batch is padded to a multiple of `ROW_BUCKET` rows.
 
 On a GPU with Triton most steps of the decode layer are kernels of this package: RMSNorm and the
@@ -131,6 +131,7 @@ class GraphDecoder:
         self.uniform = torch.zeros((shape.max_new, b), dtype=torch.float32, device=device)
         vocab = self.head.weight.shape[0]
         self.stop = torch.zeros(vocab, dtype=torch.bool, device=device)
+        self.stop_cols = torch.zeros(0, dtype=torch.long, device=device)  # the stop tokens' ids
         self.pad = torch.zeros((), dtype=torch.long, device=device)
         # decode state, advanced inside the step
         self.token = torch.zeros(b, dtype=torch.long, device=device)
@@ -246,9 +247,11 @@ class GraphDecoder:
         """Pick the next token of every row from the head's logits; record it; advance the step."""
         s = self.shape
         logits = self.head(hidden)  # bfloat16 on a GPU: `draw` reads it as it is
-        if s.min_new:
+        if s.min_new:  # the stop tokens' columns only, banned before min_new: a masked fill
+            # over [rows, vocab] was ~54 us a step at the 3B shape (issue 36)
             early = self.step < s.min_new
-            logits = logits.masked_fill(self.stop[None, :] & early, -math.inf)
+            banned = logits.index_select(1, self.stop_cols).masked_fill(early, -math.inf)
+            logits.index_copy_(1, self.stop_cols, banned)
         if s.do_sample:
             u = self.uniform.index_select(0, self.step).squeeze(0)
             chosen = draw(logits, u, s.temperature, s.top_k, s.top_p)
@@ -297,6 +300,11 @@ class GraphDecoder:
         self.prompt_len.copy_(self.real[:, : s.width].sum(-1))
         self.stop.zero_()
         self.stop[sorted(stop_ids)] = True
+        cols = torch.tensor(sorted(stop_ids), dtype=torch.long)
+        if cols.numel() != self.stop_cols.numel():  # the recorded step reads this many columns
+            self.stop_cols, self.graph = cols.to(self.device), None
+        else:
+            self.stop_cols.copy_(cols)
         self.pad.fill_(pad)
         self.uniform.uniform_(generator=generator)
         self.step.zero_()
@@ -315,7 +323,7 @@ class GraphDecoder:
         return self.out[:n].tolist()
 
     def _decode_all(self) -> None:
-        steps = self.shape.max_new - 1
+        steps, min_new = self.shape.max_new - 1, self.shape.min_new
         if self.device.type == "cuda":
             if self.graph is None:
                 self._capture()
@@ -324,7 +332,8 @@ class GraphDecoder:
             replay = self._decode_step
         for k in range(steps):
             replay()
-            if (k + 1) % STOP_CHECK == 0 and bool(self.done.all()):
+            # no row stops before min_new (its stop tokens are banned): no look, no host sync
+            if (k + 1) % STOP_CHECK == 0 and k + 1 >= min_new and bool(self.done.all()):
                 break
 
     def _capture(self) -> None:

@@ -12,13 +12,10 @@ Profiled at the 3B shape (issue 36; 36 layers x 128 tokens of 128 rows), torch's
 block, keys and values read once, and only the columns up to the one being written (read from
 the device, so a CUDA graph replays it). Softmax is the online form of flash attention, in
 float32; the probabilities meet the values in the values' dtype, as torch's fused kernels do.
-At the 3B shape (128 rows x 2 key/value heads) its 256 programs measured 15.0 us a call on an H200
-(benchmarks/decode_kernels.py; 19.0 us in the decode step) against a bandwidth bound of ~8-10 us:
-each program walks its row's blocks of columns one after another. With `splits` > 1 the columns
-are split over more programs (flash-decoding): program s of a row and head reads the column
-blocks s, s + splits, ... and writes its partial softmax (max, sum, weighted values in float32),
-and a second kernel, a program per query head, merges them with log-sum-exp weights in one fixed
-order (never the order the programs finish), so the result is the same from run to run.
+At the 3B shape it takes 14.1 us a call on an H200 (benchmarks/decode_kernels.py, 128 rows). Two
+other layouts measured slower and were removed: the G rows of a group reading their shared prompt
+once (447f04e: 20.6 us), and a row's columns split over 2, 4 or 8 programs merged by a second
+kernel (flash-decoding, 681cf46: 20.1, 25.1, 29.4 us at 64 columns a block).
 `silu_mul` reads both halves and writes `silu(gate) * up` rounded where torch rounds: the
 activation to the dtype, then the product. `GatedSilu` is the same with its backward, for the
 update's written-out forward.
@@ -32,9 +29,6 @@ from orchestry.agents.lora.triton_support import tl, triton, usable
 
 COLUMNS = 64
 """Key columns an attention program reads at a time."""
-SPLITS = 1
-"""Programs sharing a row's columns in `decode_attention` (1: one program reads them all).
-SPLITS: 1 until measured (benchmarks/decode_kernels.py's `columns_N_splits_S`)."""
 WIDTH = 1024
 """Activation entries a program covers."""
 
@@ -43,10 +37,9 @@ if triton is not None:
 
     @triton.jit
     def attention_kernel(
-        q, keys, values, real, column, out, parts, stats, scale,
-        group, q_row, c_row, c_head, c_col, real_row, lines,
+        q, keys, values, real, column, out, scale,
+        group, q_row, c_row, c_head, c_col, real_row,
         G: tl.constexpr, D: tl.constexpr, N: tl.constexpr, PRECISION: tl.constexpr,
-        SPLITS: tl.constexpr,
     ):  # fmt: skip
         row, head = tl.program_id(0).to(tl.int64), tl.program_id(1)
         g, at = tl.arange(0, G), tl.arange(0, D)
@@ -58,12 +51,7 @@ if triton is not None:
         top = tl.full([G], -1.0e30, tl.float32)  # finite: a block with no key left gives exp(-inf)
         mass = tl.zeros([G], tl.float32)
         acc = tl.zeros([G, D], tl.float32)
-        if SPLITS == 1:
-            first = 0
-        else:
-            split = tl.program_id(2)
-            first = split * N
-        for start in range(first, end, SPLITS * N):
+        for start in range(0, end, N):
             cols = start + tl.arange(0, N)
             inside = cols < end
             seen = inside & (tl.load(real + row * real_row + cols, mask=inside, other=0) != 0)
@@ -79,35 +67,8 @@ if triton is not None:
             v = tl.load(values + at_col, mask=seen[:, None], other=0.0)
             acc = acc * shrink[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
             top = new_top
-        if SPLITS == 1:
-            result = acc / mass[:, None]
-            tl.store(out + place, result.to(out.dtype.element_ty), mask=mine)
-        else:  # a split with no real column leaves max -1e30, sum 0: the merge weighs it 0
-            line = row * (q_row // D) + head * group + g  # the query heads' rows of [rows * heads]
-            heads_of = g < group
-            tl.store(stats + split * lines + line, top, mask=heads_of)
-            tl.store(stats + (SPLITS + split) * lines + line, mass, mask=heads_of)
-            tl.store(parts + split * lines * D + place, acc, mask=mine)
-
-    @triton.jit
-    def attention_merge_kernel(
-        parts, stats, out, lines, D: tl.constexpr, SPLITS: tl.constexpr, S: tl.constexpr
-    ):
-        line = tl.program_id(0).to(tl.int64)  # one query head of one row
-        split, at = tl.arange(0, S), tl.arange(0, D)
-        there = split < SPLITS
-        top = tl.load(stats + split * lines + line, mask=there, other=-1.0e30)
-        mass = tl.load(stats + (SPLITS + split) * lines + line, mask=there, other=0.0)
-        acc = tl.load(
-            parts + (split * lines + line)[:, None] * D + at[None, :],
-            mask=there[:, None],
-            other=0.0,
-        )
-        # log-sum-exp: each split's sums rescaled to the largest max; exp(-1e30 - max) is 0, and
-        # the sums over the splits are one fixed tree, the same in every run
-        weight = tl.exp(top - tl.max(top, axis=0))
-        result = tl.sum(acc * weight[:, None], axis=0) / tl.sum(mass * weight, axis=0)
-        tl.store(out + line * D + at, result.to(out.dtype.element_ty))
+        result = acc / mass[:, None]
+        tl.store(out + place, result.to(out.dtype.element_ty), mask=mine)
 
     @triton.jit
     def silu_mul_kernel(y, out, width, y_row, out_row, BLOCK: tl.constexpr):
@@ -149,37 +110,25 @@ def decode_attention(
     column: torch.Tensor,
     scale: float,
     columns: int = COLUMNS,
-    splits: int = SPLITS,
 ) -> torch.Tensor:
     """q: one token's turned queries [rows, heads, d]; cache: [2, rows, kv, width, d]; real: [rows,
     width] bool, the key columns holding tokens; column: [1], the last column to read. Returns
     softmax(q k^T * scale) v over the columns <= column that are real, [rows, heads, d], each query
     head attending to the key/value head of its group (heads // kv consecutive heads). `columns`:
-    key columns a program reads at a time (a power of two, at least 16); `splits`: programs
-    sharing a row and key/value head's blocks of columns, their partials merged by a second
-    kernel (1: one program, one kernel)."""
+    key columns a program reads at a time (a power of two, at least 16)."""
     rows, heads, d = q.shape
     kv = cache.shape[2]
     keys, values = cache[0], cache[1]
     q = q.contiguous()
     out = torch.empty_like(q)
-    assert keys.stride(3) == 1 and real.stride(1) == 1 and d & (d - 1) == 0 and splits >= 1
-    group, lines = heads // kv, rows * heads
-    parts = stats = out  # unread with one split
-    if splits > 1:  # each split's weighted values, then its maxima and sums, in float32
-        parts = torch.empty((splits, lines, d), dtype=torch.float32, device=q.device)
-        stats = torch.empty((2, splits, lines), dtype=torch.float32, device=q.device)
-    attention_kernel[(rows, kv, splits)](
-        q, keys, values, real, column, out, parts, stats, float(scale),
-        group, q.stride(0), keys.stride(0), keys.stride(1), keys.stride(2), real.stride(0), lines,
+    assert keys.stride(3) == 1 and real.stride(1) == 1 and d & (d - 1) == 0
+    group = heads // kv
+    attention_kernel[(rows, kv)](
+        q, keys, values, real, column, out, float(scale),
+        group, q.stride(0), keys.stride(0), keys.stride(1), keys.stride(2), real.stride(0),
         G=max(16, triton.next_power_of_2(group)), D=d, N=columns,
         PRECISION="ieee" if q.dtype == torch.float32 else "tf32",  # float32 in full, as torch's
-        SPLITS=splits,
     )  # fmt: skip
-    if splits > 1:
-        attention_merge_kernel[(lines,)](
-            parts, stats, out, lines, D=d, SPLITS=splits, S=triton.next_power_of_2(splits)
-        )
     return out
 
 
