@@ -53,7 +53,7 @@ seeds: $(STAMP)
 	  cp results/train/metrics.json reports/seed_runs/seed$$s.metrics.json && \
 	  git checkout -- params.yaml dvc.lock results data && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc checkout -q; \
 	done
-	$(BIN)/python -m orchestry.recovered --made-now reports/seed_runs
+	$(BIN)/python -m orchestry.bookkeeping.recovered --made-now reports/seed_runs
 
 # The levers for cooperation, one training run each (name:overrides, overrides joined by commas).
 # Each is a DVC experiment in the workspace up to `evaluate`; its train and test metrics are kept in
@@ -71,7 +71,7 @@ ablations: $(STAMP)
 	  cp results/evaluate/metrics.json reports/ablations/$$name/evaluate.json && \
 	  git checkout -- params.yaml dvc.lock results data && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc checkout -q; \
 	done
-	$(BIN)/python -m orchestry.recovered --made-now reports/ablations
+	$(BIN)/python -m orchestry.bookkeeping.recovered --made-now reports/ablations
 
 # The edit loop: every test but the whole-pipeline (e2e) and model-training (slow) ones, in minutes.
 test-fast: $(STAMP)

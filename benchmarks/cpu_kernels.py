@@ -37,8 +37,8 @@ from typing import Any
 import torch
 
 from orchestry.agents.lora.base_model import load_base_model
+from orchestry.bookkeeping.provenance import write_bench_manifest
 from orchestry.params import Params
-from orchestry.provenance import write_bench_manifest
 from orchestry.stages.from_params import model_spec
 
 GROUP = 32  # Q4_1's block: 32 weights share a scale and a minimum

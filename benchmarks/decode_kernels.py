@@ -41,10 +41,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout, uninstalled
 
-from orchestry.agents.lora import triton_decode, triton_layer, triton_sampler  # noqa: E402
-from orchestry.agents.lora.device_sampler import torch_nucleus_floor  # noqa: E402
+from orchestry.agents.lora.cuda import triton_decode, triton_layer, triton_sampler  # noqa: E402
+from orchestry.agents.lora.cuda.device_sampler import torch_nucleus_floor  # noqa: E402
 from orchestry.agents.lora.shapes import ModelShape, shape_named  # noqa: E402
-from orchestry.provenance import write_bench_manifest  # noqa: E402
+from orchestry.bookkeeping.provenance import write_bench_manifest  # noqa: E402
 
 LORA_RANK = 16
 """params.yaml's `model.lora.r`: each adapter's rank in every projection."""

@@ -12,9 +12,9 @@ each between CUDA synchronisations. Each variant runs in a process of its own:
 - `ours_warm`: the same again in a fresh process after `ours`, to show what a second stage process
   pays for compilation (the compile cache, where there is one, is shared);
 - `ours_peft_update`: as `ours` with the update through peft, one forward and backward per adapter
-  (the path before `agents/lora/written_update.py`), to compare in the same run;
+  (the path before `agents/lora/cuda/written_update.py`), to compare in the same run;
 - `ours_eager_update`: as `ours` with the written-out update run eagerly, not replayed from CUDA
-  graphs (the path before `agents/lora/graph_update.py`);
+  graphs (the path before `agents/lora/cuda/graph_update.py`);
 - `ours_ahead1`, `ours_ahead2`, `ours_ahead4`: as `ours` with `train.rollouts_ahead` 1, 2 and 4
   (the next steps generated while worker threads score in the sandbox; `algos/rollout_queue.py`);
 - `nf4`: as `ours` with `model.quantization=4bit` (bitsandbytes NF4 base, bf16 adapters);
@@ -52,8 +52,8 @@ import vs_comlrl  # noqa: E402
 from timed_train import job_args, override, run_ours, summarize_ours  # noqa: E402
 
 from orchestry.agents.lora.shapes import random_shape_folder  # noqa: E402
+from orchestry.bookkeeping.provenance import write_bench_manifest  # noqa: E402
 from orchestry.params import load_params, parse_params  # noqa: E402
-from orchestry.provenance import write_bench_manifest  # noqa: E402
 
 VARIANTS = (
     "ours",

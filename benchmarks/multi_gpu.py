@@ -57,8 +57,8 @@ import vs_comlrl  # noqa: E402
 from timed_train import WARMUP_STEPS, add_reward_noise, job_args, override  # noqa: E402
 
 from orchestry.agents.lora.dist import LAUNCHER_KEYS  # noqa: E402
+from orchestry.bookkeeping.provenance import write_bench_manifest  # noqa: E402
 from orchestry.params import parse_params  # noqa: E402
-from orchestry.provenance import write_bench_manifest  # noqa: E402
 
 STARTED = time.time()  # the benchmark's wall time runs from here (its manifest)
 
@@ -119,6 +119,7 @@ def run_rank(job: dict[str, Any]) -> dict[str, Any] | None:
     from orchestry.agents.lora.dist import end_world, start_world
     from orchestry.envs.code.problems import read_problems
     from orchestry.stages.from_params import make_env, make_policy, sampling_spec, seed_everything
+    from orchestry.stages.train_from_params import loop_settings
 
     params = parse_params(job["params"], "params.yaml + multi_gpu overrides")
     world = start_world(job["device"])
@@ -138,7 +139,7 @@ def run_rank(job: dict[str, Any]) -> dict[str, Any] | None:
         problems = read_problems(paths.split("train"))
         rollouts = Path(job["workdir"]) / f"rollouts-world{world.size}-rank{world.rank}.jsonl"
         history = train.train_loop(
-            params, policy, env, problems, job["plan"], rollouts, None, world=world
+            loop_settings(params), policy, env, problems, job["plan"], rollouts, None, world=world
         )
         names = world.gather(device_name(job["device"]))
         # a pipeline's ranks each do part of the work (`train.parallel: pipeline`): None for the rest

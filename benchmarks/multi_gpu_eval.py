@@ -34,8 +34,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from timed_train import override  # noqa: E402
 
+from orchestry.bookkeeping.provenance import write_bench_manifest  # noqa: E402
 from orchestry.params import parse_params  # noqa: E402
-from orchestry.provenance import write_bench_manifest  # noqa: E402
 
 STARTED = time.time()  # the benchmark's wall time runs from here (its manifest)
 

@@ -38,7 +38,7 @@ and `error` (why it did not run, e.g. fewer than 2 GPUs visible; the speed-up is
 Writes `device` (the card and its memory), per shape `steps`, `finite_every_step`, `oom`,
 `peak_gpu_mb`, `step_seconds`, `update_seconds`, `generation_tokens_per_s` (medians over the
 steps after the warm-up, `timed_train.WARMUP_STEPS`), the memory plan `auto` chose, and a
-manifest beside it (`paper_scale.manifest.json`, orchestry/provenance.py).
+manifest beside it (`paper_scale.manifest.json`, orchestry/bookkeeping/provenance.py).
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ import multi_gpu  # noqa: E402
 import vs_comlrl  # noqa: E402
 from timed_train import WARMUP_STEPS, job_args, override, run_ours  # noqa: E402
 
+from orchestry.bookkeeping.provenance import write_bench_manifest  # noqa: E402
 from orchestry.params import Params, load_params, parse_params  # noqa: E402
-from orchestry.provenance import write_bench_manifest  # noqa: E402
 
 SHAPES = {"135m": "smollm2-135m", "1.5b": "qwen2.5-coder-1.5b", "3b": "qwen2.5-coder-3b"}
 """The benchmark's short names of the shapes in `orchestry/agents/lora/shapes.py`."""

@@ -37,8 +37,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from orchestry.agents.base import GenRequest, SamplingSpec
 from orchestry.agents.lora.base_model import ModelSpec, load_base_model
 from orchestry.agents.lora.team import TeamPolicy
+from orchestry.bookkeeping.provenance import write_bench_manifest
 from orchestry.params import Params
-from orchestry.provenance import write_bench_manifest
 from orchestry.stages.from_params import lora_spec
 
 OURS = ("eager", "graph", "static")

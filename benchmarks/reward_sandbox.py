@@ -36,13 +36,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from orchestry import io, paths  # noqa: E402
+from orchestry.bookkeeping.provenance import write_bench_manifest  # noqa: E402
 from orchestry.envs.code import sandbox  # noqa: E402
 from orchestry.envs.code.humaneval import load_humaneval  # noqa: E402
 from orchestry.envs.code.problems import Problem, load_problem_dir, read_problems  # noqa: E402
 from orchestry.envs.code.role_checks import UNIT_TEST_SETUP  # noqa: E402
 from orchestry.envs.code.unit_tests import recording_program  # noqa: E402
 from orchestry.params import load_params  # noqa: E402
-from orchestry.provenance import write_bench_manifest  # noqa: E402
 from orchestry.stages.from_params import sandbox_limits  # noqa: E402
 
 PACKAGE = "orchestry/envs/code/sandbox"

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestry import io
+from orchestry.bookkeeping.provenance import write_bench_manifest
 from orchestry.params import load_params
-from orchestry.provenance import write_bench_manifest
 from orchestry.serve.launch import server_process
 from orchestry.stages.from_params import make_policy
 

@@ -98,6 +98,7 @@ def run_ours(job: dict[str, Any]) -> dict[str, Any]:
     from orchestry import paths
     from orchestry.envs.code.problems import read_problems
     from orchestry.stages.from_params import make_env, make_policy, sampling_spec, seed_everything
+    from orchestry.stages.train_from_params import loop_settings
 
     params = parse_params(job["params"], "params.yaml + gpu_step overrides")
     seed_everything(params.seed)
@@ -134,7 +135,7 @@ def run_ours(job: dict[str, Any]) -> dict[str, Any]:
     if job["variant"] == "ours_peft_update":
         policy.update_path = "peft"
     if job["variant"] == "ours_eager_update":
-        from orchestry.agents.lora import graph_update
+        from orchestry.agents.lora.cuda import graph_update
 
         graph_update.RECORD = False
     spans: dict[str, list[tuple[float, float]]] = {name: [] for name in phases}
@@ -178,7 +179,9 @@ def run_ours(job: dict[str, Any]) -> dict[str, Any]:
     sampler = UtilSampler() if cuda else None
     problems = read_problems(paths.split("train"))
     rollouts = Path(job["workdir"]) / f"rollouts-{job['variant']}.jsonl"
-    history = train.train_loop(params, policy, env, problems, job["plan"], rollouts, None)
+    history = train.train_loop(
+        loop_settings(params), policy, env, problems, job["plan"], rollouts, None
+    )
     sync()
     end = time.perf_counter()
     if sampler:

@@ -29,8 +29,8 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from orchestry.bookkeeping.provenance import write_bench_manifest
 from orchestry.params import Params, load_params, parse_params
-from orchestry.provenance import write_bench_manifest
 
 REPO = Path(__file__).resolve().parent.parent
 SIDES = ("ours", "comlrl")
@@ -90,6 +90,7 @@ def run_ours(job: dict[str, Any]) -> dict[str, Any]:
     from orchestry.algos.magrpo import group_advantages
     from orchestry.envs.code.problems import read_problems
     from orchestry.stages.from_params import make_env, make_policy, sampling_spec, seed_everything
+    from orchestry.stages.train_from_params import loop_settings
 
     out: dict[str, Any] = {"rss_after_imports_mb": proc_status_mb("VmRSS")}
     params = parse_params(job["params"], "params.yaml + benchmark overrides")
@@ -110,7 +111,9 @@ def run_ours(job: dict[str, Any]) -> dict[str, Any]:
     marks = step_clock()
     start = time.perf_counter()
     env = make_env(params)
-    orchestry.stages.train.train_loop(params, policy, env, problems, job["plan"], rollouts, None)
+    orchestry.stages.train.train_loop(
+        loop_settings(params), policy, env, problems, job["plan"], rollouts, None
+    )
     out["total_s"] = time.perf_counter() - start
     out["step_s"] = step_times(start, marks, len(params.model.agents), len(job["plan"]))
     out["new_tokens"] = sum(tokens)

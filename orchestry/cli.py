@@ -2,7 +2,7 @@
 
 The CLI validates params.yaml once, then calls the stage module's `run`; `schema`, `params-doc`,
 `deps`, `show` (episodes of a rollouts/generations file, in the terminal) and `serve` (the trained team
-over HTTP, docs/serving.md) are commands beside the stages (orchestry/commands.py, imported only when
+over HTTP, docs/serving.md) are commands beside the stages (orchestry/bookkeeping/commands.py, imported only when
 one is asked for).
 Errors a user can fix (bad params, a missing input or model, an unavailable sandbox, the API budget)
 print one line and exit non-zero; a bad params file exits 2 before anything is written.
@@ -17,10 +17,11 @@ import sys
 from pathlib import Path
 
 from orchestry import paths
-from orchestry.code_deps import STAGES  # every stage, in pipeline order
+from orchestry.bookkeeping import fingerprint
+from orchestry.bookkeeping.code_deps import STAGES  # every stage, in pipeline order
 from orchestry.params import BASELINE_NAMES, ParamsError, load_params
 
-COMMANDS = ("schema", "params-doc", "deps", "show", "serve")  # orchestry/commands.py
+COMMANDS = ("schema", "params-doc", "deps", "show", "serve")  # orchestry/bookkeeping/commands.py
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -32,7 +33,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
         ("orchestry.agents.claude.client", "MissingApiKey"),
         ("orchestry.agents.claude.client", "BudgetExceeded"),
         ("orchestry.agents.claude.client", "ClaudeCallFailed"),
-        ("orchestry.algos.pg_update", "TrainingFailed"),
+        ("orchestry.algos.failure", "TrainingFailed"),
     ]:
         mod = sys.modules.get(module)
         if mod is not None and hasattr(mod, name):
@@ -58,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_command_parsers(sub: argparse._SubParsersAction) -> None:
-    """The parsers of the commands beside the stages (run by orchestry/commands.py)."""
+    """The parsers of the commands beside the stages (run by orchestry/bookkeeping/commands.py)."""
     sub.add_parser("schema", help=f"write {paths.PARAMS_SCHEMA} from the params schema")
     doc = sub.add_parser(
         "params-doc",
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.log)
     if args.stage in COMMANDS:
-        from orchestry import commands  # here: no stage's code closure holds it
+        from orchestry.bookkeeping import commands  # here: no stage's code closure holds it
 
         return commands.run(args)
     try:
@@ -161,11 +162,14 @@ def main(argv: list[str] | None = None) -> int:
     except ParamsError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    before = set(sys.modules)
+    fingerprint.write_all(params, [args.stage])  # the code this run is (DVC wrote it already)
     module = importlib.import_module(f"orchestry.stages.{args.stage}")
     extra = {"name": args.name} if args.stage == "baseline" else {}
     try:
         module.run(params, **extra)
-    except _user_errors() as err:
+        fingerprint.check_loaded(args.stage, before)  # it ran no code its fingerprint misses
+    except (*_user_errors(), fingerprint.StaleFingerprint) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     return 0

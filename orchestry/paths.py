@@ -15,6 +15,7 @@ STORY_DATA = Path("data/story")
 WRITING_DATA = Path("data/writing")
 PREPARED = Path("data/prepared")
 PREPARED_SUMMARY = PREPARED / "summary.json"
+FINGERPRINTS = Path("results/fingerprints")  # <stage>.txt: the code each stage runs (deps)
 
 
 def split(name: str) -> Path:

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from test_pipeline import dvc_stages
 
-from orchestry import code_deps
+from orchestry.bookkeeping import code_deps, fingerprint
 from orchestry.envs.code.sandbox import isolation
+from orchestry.params import parse_params
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_LINES = 400
@@ -35,12 +36,9 @@ def test_no_module_over_400_lines():
 
 
 def test_closure_follows_lazy_imports_and_files_run_by_path():
-    baseline = set(code_deps.stage_code("baseline"))
-    # the Claude agents are imported inside a function, only with evaluate.backend: claude
-    assert any(f.startswith("orchestry/agents/claude/") for f in baseline)
     # the sandbox's child side is run by path, never imported
     assert {str(p.relative_to(ROOT)) for p in isolation.CHILD_FILES} <= set(
-        code_deps.stage_code("train")
+        code_deps.stage_code("train", fingerprint.plugins(parse_params({})))
     )
     assert not any("torch" in f or "agents/" in f for f in code_deps.stage_code("figures"))
 
@@ -51,44 +49,47 @@ def test_files_read_as_code_are_the_sandbox_child_files():
 
 
 @pytest.mark.parametrize("stage", list(dvc_stages()))
-def test_dvc_deps_cover_the_stage_import_closure(stage):
-    """dvc.yaml lists exactly the code a stage runs (Snakemake's rules take `stage_code`)."""
-    declared = {d for d in dvc_stages()[stage]["deps"] if d.startswith("orchestry/")}
-    needed = set(code_deps.stage_code(stage.split("@")[0]))
-    missing, extra = sorted(needed - declared), sorted(declared - needed)
-    assert not missing and not extra, (
-        f"dvc.yaml stage {stage}: add {missing}, remove {extra} (the import closure of "
-        f"orchestry/stages/{stage.split('@')[0]}.py)"
-    )
+def test_a_stage_s_code_dependency_is_its_fingerprint(stage):
+    """dvc.yaml lists no code file: each stage depends on results/fingerprints/<stage>.txt, which
+    the first stage writes (Snakemake's rules take the same file)."""
+    deps = dvc_stages()[stage].get("deps", [])
+    assert not [d for d in deps if d.startswith("orchestry/")], stage
+    if stage == "fingerprints":
+        assert set(deps) == {"orchestry"}
+    else:
+        assert f"results/fingerprints/{stage.split('@')[0]}.txt" in deps
 
 
-def test_the_deps_command_writes_each_stage_its_closure():
-    """`python -m orchestry deps` puts back a stage's code list, leaving every other line alone."""
-    text = (ROOT / "dvc.yaml").read_text()
-    assert code_deps.with_stage_code(text) == text, "run `python -m orchestry deps`"
-    stale = text.replace("      - orchestry/stages/train.py\n", "", 1).replace(
-        "      - orchestry/io.py\n", "      - orchestry/io.py\n      - orchestry/old.py\n", 1
+def test_the_committed_fingerprints_are_the_code_as_it_is():
+    """`python -m orchestry deps --check`: every fingerprint is the one params.yaml and the code
+    give (else `dvc status` would not see an edit: run `dvc repro` or `python -m orchestry deps`)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "orchestry", "deps", "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
-    assert stale != text
-    assert code_deps.first_stale_stage(stale, code_deps.with_stage_code(stale)) == "prepare"
-    assert code_deps.with_stage_code(stale) == text
-    fresh = "stages:\n  figures:\n    cmd: x\n    deps:\n      - data/coop\n"
-    written = code_deps.with_stage_code(fresh).splitlines()
-    assert written[4:-1] == [f"      - {f}" for f in code_deps.stage_code("figures")]
-    assert written[-1] == "      - data/coop"
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_the_cli_commands_are_no_stage_code():
     """Editing the params reference generator or the episode viewer reruns no stage."""
     for stage in code_deps.STAGES:
         code = set(code_deps.stage_code(stage))
-        assert not code & {"orchestry/commands.py", "orchestry/params_doc.py"}, stage
+        assert not code & {
+            "orchestry/bookkeeping/commands.py",
+            "orchestry/bookkeeping/params_doc.py",
+        }, stage
         assert "orchestry/analysis/show.py" not in code, stage
     cli = ast.parse((ROOT / "orchestry/cli.py").read_text())
     top = [n for n in cli.body if isinstance(n, ast.Import | ast.ImportFrom)]
     names = {a.name for n in top for a in n.names}
     names |= {n.module for n in top if isinstance(n, ast.ImportFrom) and n.module}
-    assert not {"commands", "orchestry.commands", "orchestry.params_doc"} & names
+    assert (
+        not {"commands", "orchestry.bookkeeping.commands", "orchestry.bookkeeping.params_doc"}
+        & names
+    )
 
 
 def module_level_imports(path: Path, module: str) -> set[str]:

@@ -9,6 +9,11 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
+from orchestry.bookkeeping.params_doc import (
+    json_schema_text,
+    params_reference_markdown,
+    with_params_reference,
+)
 from orchestry.cli import main
 from orchestry.params import (
     Params,
@@ -16,11 +21,6 @@ from orchestry.params import (
     SetSplit,
     load_params,
     parse_params,
-)
-from orchestry.params_doc import (
-    json_schema_text,
-    params_reference_markdown,
-    with_params_reference,
 )
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,10 +1,18 @@
 """The manifest a result carries: commit, dirty flag and code hash follow the code that made it."""
 
+import hashlib
 import json
 import subprocess
 from pathlib import Path
 
-from orchestry.provenance import BENCH, code_hash, git_state, manifest, write_bench_manifest
+from orchestry.bookkeeping import code_deps
+from orchestry.bookkeeping.provenance import (
+    BENCH,
+    code_hash,
+    git_state,
+    manifest,
+    write_bench_manifest,
+)
 
 
 def git(repo, *args):
@@ -48,8 +56,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_every_reports_folder_and_bench_record_has_its_manifest():
     """A folder of reports/ without manifest.json, or a results/bench/ record without its
-    <name>.manifest.json, fails here: `python -m orchestry.recovered` rebuilds old ones from git."""
-    from orchestry.recovered import missing
+    <name>.manifest.json, fails here: `python -m orchestry.bookkeeping.recovered` rebuilds old ones from git."""
+    from orchestry.bookkeeping.recovered import missing
 
     assert missing(ROOT) == []
     for record in (ROOT / BENCH).glob("*.manifest.json"):
@@ -57,7 +65,7 @@ def test_every_reports_folder_and_bench_record_has_its_manifest():
 
 
 def test_a_folder_without_a_manifest_is_named(tmp_path):
-    from orchestry.recovered import missing
+    from orchestry.bookkeeping.recovered import missing
 
     (tmp_path / "reports" / "fine").mkdir(parents=True)
     (tmp_path / "reports" / "fine" / "manifest.json").write_text("{}")
@@ -71,17 +79,17 @@ def test_a_folder_without_a_manifest_is_named(tmp_path):
 
 
 def test_a_stage_folder_is_described_by_its_stage_and_a_run_by_its_command(tmp_path):
-    from orchestry.reports_index import description
+    from orchestry.bookkeeping.reports_index import description
 
     assert description(tmp_path, {"stage": "figures"}) == "the pipeline's `figures` stage"
     assert description(tmp_path, {"command": "make seeds"}) == "made by `make seeds`"
 
 
 def test_reports_readme_is_generated_from_the_manifests():
-    from orchestry.reports_index import INDEX, index_text
+    from orchestry.bookkeeping.reports_index import INDEX, index_text
 
     assert (ROOT / INDEX).read_text() == index_text(ROOT), (
-        f"{INDEX} is stale: run `python -m orchestry.reports_index`"
+        f"{INDEX} is stale: run `python -m orchestry.bookkeeping.reports_index`"
     )
 
 
@@ -95,12 +103,12 @@ def test_every_benchmark_writes_its_manifest():
 
 
 def test_a_benchmark_manifest_names_its_script_and_our_code(tmp_path):
-    from orchestry.code_deps import script_code
+    from orchestry.bookkeeping.code_deps import script_code
 
     files = script_code(ROOT / "benchmarks" / "multi_gpu.py")
     shared = {"benchmarks/timed_train.py", "benchmarks/vs_comlrl.py"}  # sibling modules it imports
     assert {"benchmarks/multi_gpu.py", *shared} <= set(files)
-    assert "orchestry/stages/train.py" in files and "orchestry/commands.py" not in files
+    assert "orchestry/stages/train.py" in files and "orchestry/bookkeeping/commands.py" not in files
     record = tmp_path / "multi_gpu.json"
     record.write_text("{}")
     path = write_bench_manifest(record, str(ROOT / "benchmarks" / "multi_gpu.py"), ["x"], 0.0)
@@ -110,15 +118,26 @@ def test_a_benchmark_manifest_names_its_script_and_our_code(tmp_path):
     assert made["hardware"]["cpu_cores"] >= 1
 
 
-def test_a_stage_manifest_is_the_same_for_the_same_code_and_params(tmp_path):
-    """What a stage commits (code hash, params) repeats byte for byte; what differs between runs
-    (commit at run time, machine, date, wall time) goes to logs/<stage>.run.json, out of git."""
-    from orchestry.code_deps import stage_code
-    from orchestry.provenance import stage_manifest, write_run_record
+def test_a_stage_manifest_is_the_same_for_the_same_code_and_params(tmp_path, monkeypatch):
+    """What a stage commits (its fingerprint: each file's code hash, one hash over them; the params)
+    repeats byte for byte; what differs between runs (commit at run time, machine, date, wall
+    time) goes to logs/<stage>.run.json, out of git."""
+    from orchestry.bookkeeping import fingerprint
+    from orchestry.bookkeeping.provenance import stage_manifest, write_run_record
+    from orchestry.params import load_params
 
+    params = load_params(ROOT / "params.yaml")
+    monkeypatch.chdir(tmp_path)
+    fingerprint.write_all(params, ["figures"])
     first = stage_manifest("figures", {"seed": 0})
     assert first == stage_manifest("figures", {"seed": 0})
-    assert first["code_sha256"] == code_hash(ROOT, stage_code("figures"))
+    text = fingerprint.fingerprint("figures", params)
+    assert first["code_sha256"] == hashlib.sha256(text.encode()).hexdigest()
+    assert (
+        sorted(first["code"])
+        == code_deps.stage_code("figures")
+        == sorted(line.split("  ")[1] for line in text.splitlines())
+    )
     assert not {"commit", "started", "wall_s", "hardware"} & first.keys()
     path = write_run_record("figures", 0.0, tmp_path)
     assert path == tmp_path / "logs" / "figures.run.json"
@@ -133,19 +152,22 @@ def test_a_stage_manifest_is_the_same_for_the_same_code_and_params(tmp_path):
 
 
 def test_make_seeds_writes_its_folder_s_manifest_from_the_working_tree():
-    """`make seeds` and `make ablations` end with `python -m orchestry.recovered --made-now FOLDER`."""
-    from orchestry.recovered import made_now, main, today_hash
+    """`make seeds` and `make ablations` end with `python -m orchestry.bookkeeping.recovered --made-now FOLDER`."""
+    from orchestry.bookkeeping.recovered import made_now, main, today_hash
 
     record = made_now(ROOT / "reports" / "seed_runs")
     assert record["code_sha256"] == today_hash("pipeline", "seed_runs")
     assert record["command"] == "make seeds" and "recovered" not in record
-    assert record["params"]["seed"] == 0 and len(record["commit"]) == 40
+    assert record["params"]["seed"] == 0
+    # the same for the same code and params: no commit, date or machine (no cascade into figures)
+    assert not {"commit", "dirty", "started", "hardware"} & record.keys()
+    assert made_now(ROOT / "reports" / "seed_runs") == record
     assert "--made-now reports/seed_runs" in (ROOT / "Makefile").read_text()
     assert main(["--made-now", "reports/gpu"]) == 2  # an experiment's folder: the runner's job
 
 
 def test_a_bench_record_is_traced_to_the_script_that_writes_it():
-    from orchestry.recovered import bench_script
+    from orchestry.bookkeeping.recovered import bench_script
 
     assert (
         bench_script("gpu_step_ahead_30b") == "gpu_step"

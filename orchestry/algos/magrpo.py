@@ -86,7 +86,7 @@ def policy_loss(
 @dataclass(frozen=True)
 class RowLoss:
     """-A * log pi of each row: `policy_loss` before its mean. A value (hashable), so a recorded
-    pass (`agents/lora/graph_update.py`) can be kept per loss."""
+    pass (`agents/lora/cuda/graph_update.py`) can be kept per loss."""
 
     reduction: LogprobReduction
 

@@ -18,11 +18,9 @@ from typing import Any, Literal, Protocol
 
 import torch
 
+from orchestry.agents.lora.memory_plan import MIXED_TOKENS_PER_ROW
+from orchestry.algos.failure import TrainingFailed
 from orchestry.algos.magrpo import Row, RowLoss, kl_k3, policy_loss
-
-
-class TrainingFailed(RuntimeError):
-    """The loss went non-finite, training made no progress it should have, or cannot start as set up."""
 
 
 class Trainable(Protocol):
@@ -211,12 +209,6 @@ def update_agents(
         if settings.kl_coef > 0:
             stats[f"kl/{owner}"] = float(kl_sum) / max(1, kl_rows)
     return stats
-
-
-MIXED_TOKENS_PER_ROW = 512
-"""The mixed update's passes hold at most microbatch x this many padded tokens (each distinct prompt
-once, padded to the longest, plus every completion, padded to the longest), so a pass of long
-prompts (multi-turn histories) holds no more activations than a pass of short ones."""
 
 
 def _chunks(live: list[tuple[str, Row]], microbatch: int) -> list[list[tuple[str, Row]]]:

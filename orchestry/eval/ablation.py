@@ -3,7 +3,7 @@
     python -m orchestry.eval.ablation reports/gpu_team reports/gpu_gate_scaled reports/gpu_tools \
         --out reports/gpu_ablation
 
-Each argument is an experiment report (`python -m orchestry.experiment`) with its `per_problem.csv`,
+Each argument is an experiment report (`python -m orchestry.bookkeeping.experiment`) with its `per_problem.csv`,
 optionally `REPORT:METHOD` to read another method than `--method` (default `magrpo`, the trained team);
 the first is the reference. For every other one, its method minus the reference's, per held-out set and
 pooled (`all`), for pass@1, test pass rate, coop rate and return, with the 95% paired bootstrap CI of
@@ -60,7 +60,9 @@ def team_values(report: Path, method: str) -> dict[str, dict[str, dict[str, floa
     """metric -> held-out set -> {problem id: value} of `method` in a report's per_problem.csv."""
     table = report / "per_problem.csv"
     if not table.is_file():
-        raise AblationError(f"{table}: no such file (made by python -m orchestry.experiment)")
+        raise AblationError(
+            f"{table}: no such file (made by python -m orchestry.bookkeeping.experiment)"
+        )
     with table.open() as f:
         rows = [r for r in csv.DictReader(f) if r["method"] == method]
     if not rows:

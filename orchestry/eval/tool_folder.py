@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestry import io
-from orchestry.provenance import hardware, manifest
-from orchestry.recovered import tool_code
+from orchestry.bookkeeping.provenance import hardware, manifest
+from orchestry.bookkeeping.recovered import tool_code
 
 
 def csv_text(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> str:

@@ -13,13 +13,12 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from orchestry.envs.registry import all_sets, env_kind
-from orchestry.envs.tools.registry import TOOL_NAMES
+from orchestry.envs.catalog import TOOL_NAMES, all_sets, env_entry
 from orchestry.params.section import Section
 
 # Sets of held-out problems only: their n_train must be 0 (envs/code/generated/catalogue.py).
 TEST_ONLY_SETS = ("gen_unseen",)
-CODE_DEFAULT_AGENTS = list(env_kind("code").roles)
+CODE_DEFAULT_AGENTS = list(env_entry("code").roles)
 """`model.agents`' default: the code task's roles (another env then plays with its own)."""
 
 
@@ -231,7 +230,7 @@ class EnvParams(Section):
         "(writer, reviewer, refactorer in turn on the same problems), `story` (roles write one "
         "story on a theme), `writing` (the paper's TL;DR and abstract-expansion pairs). With any "
         "but `code`, `model.agents` left at [aux, main] means the environment's roles. Any "
-        "environment registered in envs/registry.py.",
+        "environment of envs/catalog.py.",
     )
     rename_lone_helper: bool = Field(
         False,
@@ -247,7 +246,7 @@ class EnvParams(Section):
     @classmethod
     def _registered(cls, name: str) -> str:
         try:
-            env_kind(name)
+            env_entry(name)
         except KeyError as err:
             raise ValueError(err.args[0]) from None
         return name
@@ -262,7 +261,7 @@ def environment_roles(data: object) -> object:
     agents = model.get("agents", CODE_DEFAULT_AGENTS)
     if isinstance(name, str) and agents == CODE_DEFAULT_AGENTS:
         try:
-            roles = list(env_kind(name).roles)
+            roles = list(env_entry(name).roles)
         except KeyError:
             return data  # EnvParams names the bad env.name
         data = {**data, "model": {**model, "agents": roles}}
@@ -281,7 +280,7 @@ def check_environment(
         raise ValueError(f"env.name writing needs 2 agents, model.agents is {agents}")
     if env.name == "code_review" and len(agents) != 3:
         raise ValueError(f"env.name code_review needs 3 agents, model.agents is {agents}")
-    env_sets = env_kind(env.name).tasks.SETS
+    env_sets = env_entry(env.name).sets
     if not any(s in sets for s in env_sets):
         raise ValueError(
             f"prepare.sets names no task set of env.name {env.name} (its sets: "

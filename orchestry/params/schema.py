@@ -1,7 +1,7 @@
 """The typed schema of params.yaml: one pydantic model per section.
 
 These models are the only home of the defaults and their descriptions: docs/params.md (the params reference) is
-rendered from them (orchestry/params_doc.py, `python -m orchestry params-doc`), Snakemake's JSON schema
+rendered from them (orchestry/bookkeeping/params_doc.py, `python -m orchestry params-doc`), Snakemake's JSON schema
 too (`python -m orchestry schema`), and the tests check that params.yaml sets exactly these defaults.
 """
 
@@ -91,7 +91,7 @@ class ModelParams(Section):
         description="Recompute the base model's activations in the update's backward pass instead "
         "of keeping them (one 8-row update on 2 CPU cores: peak 3.2 instead of 5.7 GiB, "
         "6.0 instead of 6.3 s). `auto` = on for a CPU; on a GPU off unless the model leaves no "
-        "room for 8 rows without it (agents/lora/memory_plan.py; H100, 64-row micro-batches: "
+        "room for 8 rows without it (agents/lora/cuda/memory_plan.py; H100, 64-row micro-batches: "
         "17 GB peak, update 1.5 s instead of 17-30 s with it on at 8 rows).",
     )
     lora: LoraParams = LoraParams()
@@ -253,6 +253,18 @@ class Params(Section):
     @classmethod
     def _environment_roles(cls, data: object) -> object:
         return environment_roles(data)
+
+    def uses_claude(self) -> bool:
+        """Whether any setting sends a call to Claude: the agents, a judge or the expert's edits
+        (what selects the Claude backend's code, orchestry/bookkeeping/fingerprint.py)."""
+        t = self.train
+        return (
+            self.evaluate.backend == "claude"
+            or (self.env.name == "story" and self.env.story.judge != "offline")
+            or (t.feedback == "expert_edits" and t.turns > 1)
+            or t.judge_weight > 0
+            or self.beam.judge_weight > 0
+        )
 
     @model_validator(mode="after")
     def _fits_the_environment(self) -> Params:

@@ -74,7 +74,7 @@ class TrainParams(Section):
         "step's gradient is the same for any value up to float rounding). `auto` = 8 on a CPU, "
         "on a GPU the most rows (of 64, 32, 16, ...) that fit the card beside the weights, the "
         "decode cache and the update's CUDA-graph pools, by the model's size and the rows' length "
-        "(agents/lora/memory_plan.py: 64 for the embedded model, 16 for a 3B one on 140 GB; "
+        "(agents/lora/cuda/memory_plan.py: 64 for the embedded model, 16 for a 3B one on 140 GB; "
         "H100, embedded model: update 0.9 s at 64 against 4.5 s at 8). On a GPU every "
         "adapter's rows share the passes, each pass at most 512 padded tokens a row.",
     )

@@ -25,6 +25,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from orchestry import io, paths  # noqa: E402
+from orchestry.bookkeeping.provenance import MANIFEST, stage_manifest, write_run_record  # noqa: E402
 from orchestry.eval.normalised import paper_columns  # noqa: E402
 from orchestry.eval.paired import paired_csv, paired_markdown, paired_rows  # noqa: E402
 from orchestry.eval.tables import (  # noqa: E402
@@ -40,7 +41,6 @@ from orchestry.eval.text_tables import (  # noqa: E402
     text_results_markdown,
 )
 from orchestry.params import Params  # noqa: E402
-from orchestry.provenance import MANIFEST, stage_manifest, write_run_record  # noqa: E402
 from orchestry.stages.timings import plot_speed  # noqa: E402
 
 HISTORY = paths.HISTORY

@@ -8,8 +8,9 @@ Stages call these so every stage turns the same params into the same objects.
 
 from __future__ import annotations
 
+import importlib
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -21,24 +22,14 @@ from orchestry import io, paths
 from orchestry.agents.base import SamplingSpec
 from orchestry.agents.lora.base_model import ModelSpec, device_type, load_config, resolve_dtype
 from orchestry.agents.lora.dist import world_from_env
-from orchestry.agents.lora.memory_plan import (
-    CPU_PLAN,
-    PROMPT_TOKENS_ESTIMATE,
-    MemoryPlan,
-    model_size,
-    plan_memory,
-)
+from orchestry.agents.lora.engine import cuda_engine
+from orchestry.agents.lora.memory_plan import CPU_PLAN, MIXED_TOKENS_PER_ROW, MemoryPlan
 from orchestry.agents.lora.team import LoraSpec, TeamPolicy
-from orchestry.algos.magrpo import AdvantageSettings
-from orchestry.algos.pg_update import MIXED_TOKENS_PER_ROW, OptimizerSettings, UpdateSettings
-from orchestry.algos.tree import ExpertFn, JudgeFn, RolloutSettings
 from orchestry.envs.base import BaselineEnv, Env, Roles
 from orchestry.envs.code.sandbox import SandboxLimits
 from orchestry.envs.options import EnvOptions
 from orchestry.envs.registry import env_kind
 from orchestry.envs.solo import SOLO_AGENT, SoloEnv
-from orchestry.envs.story.env import StoryJudge
-from orchestry.envs.story.tasks import load_judge_prompt
 from orchestry.params import Params
 
 
@@ -95,19 +86,21 @@ def single_agent_params(params: Params) -> Params:
 
 def memory_plan(params: Params) -> MemoryPlan:
     """The `auto` update settings (agents/lora/memory_plan.py): on a CPU 8 rows with checkpointing;
-    on a GPU from the base model's size, the rows' length and the GPU's memory (what is free plus
-    what this process holds already, so the plan is the same before and after loading)."""
+    on a GPU the CUDA engine's plan (agents/lora/cuda/memory_plan.py) from the base model's size, the
+    rows' length and the GPU's memory (what is free plus what this process holds already, so the
+    plan is the same before and after loading)."""
     if device_type(params.model.device) != "cuda":
         return CPU_PLAN
+    engine = cuda_engine()
     spec = model_spec(params)
     free, _ = torch.cuda.mem_get_info()
     dtype = resolve_dtype(spec.dtype, torch.device("cuda"))
-    size = model_size(load_config(spec), torch.finfo(dtype).bits // 8)
+    size = engine.model_size(load_config(spec), torch.finfo(dtype).bits // 8)
     new = params.sampling.max_new_tokens
     t = params.train
-    return plan_memory(
+    return engine.plan_memory(
         size,
-        prompt_tokens=PROMPT_TOKENS_ESTIMATE,
+        prompt_tokens=engine.PROMPT_TOKENS_ESTIMATE,
         completion_tokens=new,
         group_size=t.group_size,
         decode_rows=t.group_size * t.problems_per_step * len(params.model.agents),
@@ -146,43 +139,6 @@ def sandbox_workers(params: Params) -> int:
 
 def sandbox_limits(params: Params) -> SandboxLimits:
     return SandboxLimits(**params.sandbox.model_dump(exclude={"workers"}))
-
-
-def rollout_settings(params: Params) -> RolloutSettings:
-    t = params.train
-    return RolloutSettings(
-        group_size=t.group_size,
-        turns=t.turns,
-        gamma=t.gamma,
-        joint_mode=t.joint_mode,
-        early_stop_reward=t.early_stop_reward,
-        judge_weight=t.judge_weight,
-        expert_feedback=t.feedback == "expert_edits",
-        credit_weight=t.credit_weight,
-    )
-
-
-def advantage_settings(params: Params) -> AdvantageSettings:
-    t = params.train
-    return AdvantageSettings(mode=t.advantage_mode, normalize=t.normalize, std_floor=t.std_floor)
-
-
-def optimizer_settings(params: Params) -> OptimizerSettings:
-    t = params.train
-    return OptimizerSettings(
-        lr=t.lr, weight_decay=t.weight_decay, schedule=t.schedule, warmup_steps=t.warmup_steps
-    )
-
-
-def update_settings(params: Params) -> UpdateSettings:
-    t = params.train
-    return UpdateSettings(
-        logprob_reduction=t.logprob_reduction,
-        kl_coef=t.kl_coef,
-        grad_clip=t.grad_clip,
-        microbatch=microbatch(params),
-        shared_adapter=params.model.shared_adapter,
-    )
 
 
 def make_env(params: Params, training: bool = True) -> Env:
@@ -227,21 +183,29 @@ def read_tasks(params: Params, split: str) -> list[Any]:
         ) from None
 
 
-def story_judge(params: Params) -> StoryJudge | None:
+CLAUDE_BACKEND = "orchestry.agents.claude.backend"
+"""Imported only when params choose Claude (`Params.uses_claude`): a stage that never calls the API
+does not depend on the client (orchestry/bookkeeping/fingerprint.py follows it for such params)."""
+
+
+def claude_backend() -> Any:
+    """The Claude backend module (`CLAUDE_BACKEND`), imported now."""
+    return importlib.import_module(CLAUDE_BACKEND)
+
+
+def story_judge(params: Params) -> Callable[[Any, str], float | None] | None:
     """The story's quality judge: None (the offline judge) or Claude with the judge prompt (the
     budget stop still stops the run)."""
     if params.env.story.judge == "offline":
         return None
-    from orchestry.agents.claude.client import ClaudeCallFailed, ClaudeClient
-    from orchestry.agents.claude.critics import judge_story
-
-    client = ClaudeClient(claude_settings(params, paths.TRAIN))
-    template = load_judge_prompt()
+    claude = claude_backend()
+    client = claude.ClaudeClient(claude_settings(params, paths.TRAIN))
+    template = env_kind("story").tasks.load_judge_prompt()  # the env params chose
 
     def judge(task, story: str) -> float | None:
         try:  # a failed call: the env scores this story offline and says so in its row
-            return judge_story(client, template, task.theme, story)
-        except ClaudeCallFailed:
+            return claude.judge_story(client, template, task.theme, story)
+        except claude.ClaudeCallFailed:
             return None
 
     return judge
@@ -249,10 +213,8 @@ def story_judge(params: Params) -> StoryJudge | None:
 
 def claude_settings(params: Params, out_dir: Path):
     """The Claude client settings; the ledger and cache live beside the stage's outputs."""
-    from orchestry.agents.claude.client import ClaudeSettings
-
     a = params.anthropic
-    return ClaudeSettings(
+    return claude_backend().ClaudeSettings(
         model=a.model,
         max_tokens=a.max_tokens,
         base_url=a.base_url or None,
@@ -265,31 +227,6 @@ def claude_settings(params: Params, out_dir: Path):
     )
 
 
-def claude_hooks(params: Params, out_dir: Path) -> tuple[ExpertFn | None, JudgeFn | None]:
-    """Expert-edits feedback and the judge term, when params ask for them (else None, None)."""
-    need_expert = params.train.feedback == "expert_edits" and params.train.turns > 1
-    need_judge = params.train.judge_weight > 0
-    if not (need_expert or need_judge):
-        return None, None
-    from orchestry.agents.claude.client import ClaudeClient
-    from orchestry.agents.claude.critics import expert_edits, judge_cooperation
-
-    client = ClaudeClient(claude_settings(params, out_dir))
-    expert: ExpertFn | None = None
-    judge: JudgeFn | None = None
-    if need_expert:
-
-        def expert(problem, code, diag):  # noqa: E306
-            return expert_edits(client, problem.prompt, code, diag)
-
-    if need_judge:
-
-        def judge(problem, code):  # noqa: E306
-            return judge_cooperation(client, problem.prompt, code)
-
-    return expert, judge
-
-
 @dataclass(frozen=True)
 class ClaudeJointJudge:
     """`beam.judge_weight`'s judge: Claude's score in [0, 1] of how well a joint action solves the
@@ -300,11 +237,9 @@ class ClaudeJointJudge:
     env: BaselineEnv
 
     def __call__(self, task: Any, actions: Mapping[str, str]) -> float | None:
-        from orchestry.agents.claude.critics import judge_joint
-
         solo = self.env.solo_observe(task)
         task_text = "\n\n".join(m["content"] for m in solo if m["role"] == "user")
-        return judge_joint(self.client, task_text, actions)
+        return claude_backend().judge_joint(self.client, task_text, actions)
 
 
 def beam_judge(params: Params, env: Env, gen: object, out_dir: Path) -> ClaudeJointJudge | None:
@@ -312,19 +247,17 @@ def beam_judge(params: Params, env: Env, gen: object, out_dir: Path) -> ClaudeJo
     `evaluate.backend` is claude (one budget, one ledger), else has its own beside `out_dir`."""
     if params.beam.judge_weight <= 0:
         return None
-    from orchestry.agents.claude.client import ClaudeClient
-
-    client = getattr(gen, "client", None) or ClaudeClient(claude_settings(params, out_dir))
+    client = getattr(gen, "client", None) or claude_backend().ClaudeClient(
+        claude_settings(params, out_dir)
+    )
     return ClaudeJointJudge(client, env)  # type: ignore[arg-type]  # every env has solo_observe
 
 
 def make_generator(params: Params, agents: list[str], out_dir: Path):
     """Local base model + fresh adapters, or Claude agents when `evaluate.backend` is claude."""
     if params.evaluate.backend == "claude":
-        from orchestry.agents.claude.agents import ClaudeAgents
-        from orchestry.agents.claude.client import ClaudeClient
-
-        return ClaudeAgents(ClaudeClient(claude_settings(params, out_dir)), agents)
+        claude = claude_backend()
+        return claude.ClaudeAgents(claude.ClaudeClient(claude_settings(params, out_dir)), agents)
     p = params.model_copy(update={"model": params.model.model_copy(update={"agents": agents})})
     return make_policy(p)
 

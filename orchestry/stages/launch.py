@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from orchestry.agents.lora.dist import under_launcher, world_from_env
-from orchestry.algos.pg_update import TrainingFailed
+from orchestry.algos.failure import TrainingFailed
 from orchestry.params import Params
 
 log = logging.getLogger("orchestry.stages.launch")

@@ -49,9 +49,9 @@ from orchestry.algos.orchestrator import (  # noqa: E402
     reinforce_update,
     rollout_batch,
 )
+from orchestry.bookkeeping.provenance import MANIFEST, stage_manifest, write_run_record  # noqa: E402
 from orchestry.eval.orchestration import results_table, summarize, verdict  # noqa: E402
 from orchestry.params import Params  # noqa: E402
-from orchestry.provenance import MANIFEST, stage_manifest, write_run_record  # noqa: E402
 from orchestry.stages.from_params import (  # noqa: E402
     make_env,
     make_policy,

@@ -12,10 +12,11 @@ from pathlib import Path
 import torch
 
 from orchestry import io, paths
-from orchestry.algos.pg_update import TrainingFailed
+from orchestry.algos.failure import TrainingFailed
 from orchestry.params import Params
 from orchestry.stages.from_params import make_env, make_policy, read_tasks, seed_everything
 from orchestry.stages.train import train_loop
+from orchestry.stages.train_from_params import loop_settings
 
 
 def run(params: Params) -> None:
@@ -33,7 +34,8 @@ def run(params: Params) -> None:
     plan = [ids] * params.smoke.steps
     with tempfile.TemporaryDirectory() as tmp:
         rollouts = Path(tmp) / "rollouts.jsonl"
-        history = train_loop(params, policy, env, problems, plan, rollouts, ckpt_dir=None)
+        settings = loop_settings(params)
+        history = train_loop(settings, policy, env, problems, plan, rollouts, ckpt_dir=None)
         rows = io.read_jsonl(rollouts)
     changed = {
         a: any(not torch.equal(before[a][k], v) for k, v in policy.adapter_state(a).items())

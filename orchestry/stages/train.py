@@ -14,11 +14,12 @@ processes split the work instead: rank 1 generates and scores, rank 0 updates (`
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import logging
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,9 @@ from orchestry.agents.lora.dist import (
 )
 from orchestry.agents.lora.team import TeamPolicy
 from orchestry.algos.curriculum import Curriculum, schedule_problems
+from orchestry.algos.failure import TrainingFailed
 from orchestry.algos.magrpo import sample_advantages
-from orchestry.algos.pg_update import Optimizers, TrainingFailed, update_agents
+from orchestry.algos.pg_update import Optimizers, update_agents
 from orchestry.algos.rollout_queue import RolloutQueue
 from orchestry.algos.tree import ExpertFn, JudgeFn, Rollout, StartedRollout, start_rollout
 from orchestry.envs.base import Env
@@ -44,21 +46,15 @@ from orchestry.envs.code.problems import difficulty_rank
 from orchestry.params import Params
 from orchestry.stages.checkpoints import load_checkpoint, save_checkpoint
 from orchestry.stages.from_params import (
-    advantage_settings,
-    claude_hooks,
     make_env,
     make_policy,
-    optimizer_settings,
     read_tasks,
-    rollout_settings,
-    sampling_spec,
     seed_everything,
-    update_settings,
 )
 from orchestry.stages.launch import launched_ranks
 from orchestry.stages.progress import progress_bar
 from orchestry.stages.timings import timing_record, untimed
-from orchestry.stages.train_pipeline import Learner, generate_steps, pipelined
+from orchestry.stages.train_from_params import LoopSettings, claude_hooks, loop_settings
 from orchestry.stages.train_record import (
     check_dvclive,
     summarize,
@@ -67,6 +63,9 @@ from orchestry.stages.train_record import (
 )
 
 log = logging.getLogger("orchestry.stages.train")
+
+PIPELINE = "orchestry.stages.train_pipeline"
+"""`train.parallel: pipeline`'s module, imported only then (orchestry/bookkeeping/plugins.py)."""
 
 
 def step_metrics(ro: Rollout, turns: int) -> dict[str, float]:
@@ -146,7 +145,7 @@ def run_hash(params: Params, problems: list[Any]) -> str:
 
 
 def train_loop(
-    params: Params,
+    s: LoopSettings,
     policy: TeamPolicy,
     env: Env,
     problems: list[Any],
@@ -165,25 +164,20 @@ def train_loop(
     `algos/curriculum.Curriculum` draws (rank 0's, shared), in the same number of steps.
     """
     by_id = {p.id: p for p in problems}
-    sampling, settings = sampling_spec(params), rollout_settings(params)
-    advantages, update = advantage_settings(params), update_settings(params)
-    opts = Optimizers.create(
-        policy,
-        params.model.agents,
-        params.model.shared_adapter,
-        optimizer_settings(params),
-        len(plan),
-    )
-    curriculum, t = None, params.train
-    if t.curriculum == "easy_first":
+    sampling, settings, advantages, update = s.sampling, s.rollout, s.advantages, s.update
+    opts = Optimizers.create(policy, s.agents, s.shared_adapter, s.optimizer, len(plan))
+    curriculum = None
+    if s.curriculum == "easy_first":
         curriculum = Curriculum(
-            plan, list(by_id), t.problems_per_step, t.curriculum_promote, params.seed
+            plan, list(by_id), s.problems_per_step, s.curriculum_promote, s.seed
         )
     start, history = _resume(ckpt_dir, rollouts_path, policy, opts, world, curriculum)
     policy.sample_stream = world.rank  # rank 0 samples as one process would, the others their own
     adapters = [p for o in opts.optimizers.values() for p in o.param_groups[0]["params"]]
     world.copy_from_main(adapters)
-    pipeline = pipelined(world, t.parallel)  # rank 1 generates, rank 0 updates alone
+    # rank 1 generates, rank 0 updates alone; the pipeline module is imported only when chosen
+    parallel = importlib.import_module(PIPELINE) if s.parallel == "pipeline" else None
+    pipeline = parallel is not None and parallel.pipelined(world, s.parallel)
     ranks = world if world.size > 1 and not pipeline else None  # else the single-process update
     share = ONE_PROCESS if pipeline else world
 
@@ -195,16 +189,18 @@ def train_loop(
         return ids, start_rollout(policy, env, tasks, sampling, settings, expert, judge)
 
     def checkpoint_after(step: int) -> bool:
-        return ckpt_dir is not None and (step + 1) % t.checkpoint_every == 0
+        return ckpt_dir is not None and (step + 1) % s.checkpoint_every == 0
 
     if pipeline and not world.is_main:
-        ahead = t.rollouts_ahead
-        generate_steps(world, policy, adapters, generate, start, len(plan), ahead, checkpoint_after)
+        ahead = s.rollouts_ahead
+        parallel.generate_steps(  # type: ignore[union-attr]  # pipeline: imported above
+            world, policy, adapters, generate, start, len(plan), ahead, checkpoint_after
+        )
         return []
-    queue: RolloutQueue[list[str]] | Learner = (
-        Learner(world, adapters, len(plan))
+    queue: Any = (
+        parallel.Learner(world, adapters, len(plan))  # type: ignore[union-attr]
         if pipeline
-        else RolloutQueue(generate, t.rollouts_ahead, len(plan), checkpoint_after)
+        else RolloutQueue(generate, s.rollouts_ahead, len(plan), checkpoint_after)
     )
     with queue, progress_bar("train", "steps", len(plan), start, world.is_main) as advance:
         for step in range(start, len(plan)):
@@ -216,14 +212,14 @@ def train_loop(
             rows = sample_advantages(ro.groups, advantages)
             # 3. update: one optimizer step per adapter (gradients summed over the ranks)
             stats = update_agents(policy, opts, rows, update, ranks, step)
-            if isinstance(queue, Learner):
+            if pipeline:
                 queue.publish(step)  # the new adapters to the generating rank
 
             # bookkeeping on rank 0, over every rank's nodes: metrics, rollouts, checkpoint, progress
             whole = gather_rollout(ro, share, ids)
             done = step + 1
             if whole is not None:
-                metrics = {"step": step, **step_metrics(whole, params.train.turns), **stats}
+                metrics = {"step": step, **step_metrics(whole, settings.turns), **stats}
                 metrics["tokens_per_s"] = whole.new_tokens / max(whole.gen_seconds, 1e-9)
                 metrics["step_seconds"] = time.perf_counter() - t0
                 if curriculum is not None:  # success: each first-turn joint action's pass rate
@@ -235,12 +231,12 @@ def train_loop(
                 with open(rollouts_path, "a", encoding="utf-8") as fh:
                     for row in rollout_rows(whole, step):
                         fh.write(json.dumps(row, sort_keys=True) + "\n")
-            if ckpt_dir and (done % params.train.checkpoint_every == 0 or done == len(plan)):
+            if ckpt_dir and (done % s.checkpoint_every == 0 or done == len(plan)):
                 size = rollouts_path.stat().st_size if world.is_main else 0
                 kept = curriculum.state() if curriculum else None
                 # over the ranks that roll out (`share`); a pipeline's rank 0 alone keeps rank 1's
                 # sampler, sent with the rollout: no collective
-                sampler = queue.sampler if isinstance(queue, Learner) else None
+                sampler = queue.sampler if pipeline else None
                 save_checkpoint(ckpt_dir, done, policy, opts, history, size, share, kept, sampler)
             if whole is not None:
                 loss = sum(v for k, v in stats.items() if k.startswith("loss"))
@@ -322,34 +318,41 @@ def training_hooks(
 def run(params: Params) -> None:
     """The train stage: this process alone, one rank under torchrun, or the launcher of
     `train.processes` ranks; rank 0 writes the outputs."""
-    if launched_ranks(params, params.train.processes, ["train"], "train.processes"):
-        return
     check_dvclive()
+    run_training("train", params, params, make_env, paths.TRAIN, write_outputs)
+
+
+def run_training(
+    stage: str,
+    params: Params,
+    trained: Params,
+    env_of: Callable[[Params], Env],
+    out_dir: Path,
+    write: Callable[[TeamPolicy, list[dict[str, float]], Path, Path], None],
+) -> None:
+    """A training stage (`train`, `train_single`): the plan from `params`, the policy, hooks and
+    loop from `trained` (the team's params, or the single agent's), the env `env_of(params)`;
+    rank 0 hands the run to `write` (policy, history, work folder, checkpoint folder)."""
+    if launched_ranks(params, params.train.processes, [stage], "train.processes"):
+        return
     problems, plan = training_plan(params)
     world = start_world(device_type(params.model.device))
     try:
         if not world.is_main:  # rank 0 speaks for the run
             logging.getLogger("orchestry").setLevel(logging.WARNING)
-        policy, env = make_policy(params), make_env(params)
-        ckpt_dir = paths.CHECKPOINTS / f"train-{run_hash(params, problems)}"
-        expert, judge = training_hooks(params, paths.TRAIN, world)
-        work = paths.TRAIN / ".partial"
+        policy, env = make_policy(trained), env_of(params)
+        ckpt_dir = paths.CHECKPOINTS / f"{stage}-{run_hash(trained, problems)}"
+        expert, judge = training_hooks(trained, out_dir, world)
+        work = out_dir / ".partial"
         work.mkdir(parents=True, exist_ok=True)
+        rollouts = work / "rollouts.jsonl"
+        settings = loop_settings(trained)
         history = train_loop(
-            params,
-            policy,
-            env,
-            problems,
-            plan,
-            work / "rollouts.jsonl",
-            ckpt_dir,
-            expert,
-            judge,
-            world,
+            settings, policy, env, problems, plan, rollouts, ckpt_dir, expert, judge, world
         )
         world.barrier()  # every rank is done with the checkpoint before rank 0 removes it
         if world.is_main:
-            write_outputs(policy, history, work, ckpt_dir)
+            write(policy, history, work, ckpt_dir)
     finally:
         end_world(world)
 

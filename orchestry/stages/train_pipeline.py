@@ -29,7 +29,7 @@ import torch.distributed as dist
 
 from orchestry.agents.lora.dist import World
 from orchestry.agents.lora.team import TeamPolicy
-from orchestry.algos.pg_update import TrainingFailed
+from orchestry.algos.failure import TrainingFailed
 from orchestry.algos.rollout_queue import updates_before
 from orchestry.algos.tree import Rollout, StartedRollout
 from orchestry.stages.checkpoints import rng_state

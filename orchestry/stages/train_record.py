@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from orchestry import io
-from orchestry.algos.pg_update import TrainingFailed
+from orchestry.algos.failure import TrainingFailed
 from orchestry.eval.metrics import quarter_means
 
 

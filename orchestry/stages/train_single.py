@@ -13,54 +13,22 @@ data-parallel with `train.processes`.
 
 from __future__ import annotations
 
-import logging
 import shutil
 from pathlib import Path
 
 from orchestry import io, paths
-from orchestry.agents.lora.base_model import device_type
-from orchestry.agents.lora.dist import end_world, start_world
 from orchestry.agents.lora.team import TeamPolicy
 from orchestry.params import Params
-from orchestry.stages.from_params import make_policy, make_solo_env, single_agent_params
-from orchestry.stages.launch import launched_ranks
+from orchestry.stages.from_params import make_solo_env, single_agent_params
 from orchestry.stages.timings import timing_record, untimed
-from orchestry.stages.train import run_hash, train_loop, training_hooks, training_plan
+from orchestry.stages.train import run_training
 from orchestry.stages.train_record import summarize, write_history_csv
 
 
 def run(params: Params) -> None:
     """Train the single agent; rank 0 writes results/train_single/{adapters, metrics, history}."""
-    if launched_ranks(params, params.train.processes, ["train_single"], "train.processes"):
-        return
-    problems, plan = training_plan(params)
     solo = single_agent_params(params)
-    world = start_world(device_type(params.model.device))
-    try:
-        if not world.is_main:  # rank 0 speaks for the run
-            logging.getLogger("orchestry").setLevel(logging.WARNING)
-        policy, env = make_policy(solo), make_solo_env(params)
-        ckpt_dir = paths.CHECKPOINTS / f"train_single-{run_hash(solo, problems)}"
-        expert, judge = training_hooks(solo, paths.TRAIN_SINGLE, world)
-        work = paths.TRAIN_SINGLE / ".partial"
-        work.mkdir(parents=True, exist_ok=True)
-        history = train_loop(
-            solo,
-            policy,
-            env,
-            problems,
-            plan,
-            work / "rollouts.jsonl",
-            ckpt_dir,
-            expert,
-            judge,
-            world,
-        )
-        world.barrier()  # every rank is done with the checkpoint before rank 0 removes it
-        if world.is_main:
-            write_outputs(policy, history, work, ckpt_dir)
-    finally:
-        end_world(world)
+    run_training("train_single", params, solo, make_solo_env, paths.TRAIN_SINGLE, write_outputs)
 
 
 def write_outputs(

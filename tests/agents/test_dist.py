@@ -14,7 +14,8 @@ from orchestry.agents.lora.team import TeamPolicy
 from orchestry.algos.magrpo import Row
 from orchestry.algos.pg_update import Optimizers, update_agents
 from orchestry.params import parse_params
-from orchestry.stages.from_params import make_policy, optimizer_settings, update_settings
+from orchestry.stages.from_params import make_policy
+from orchestry.stages.train_from_params import optimizer_settings, update_settings
 
 AGENTS = ["aux", "main"]
 STEPS = 2  # the second step also checks that every rank's AdamW state moved alike
@@ -23,7 +24,7 @@ STEPS = 2  # the second step also checks that every rank's AdamW state moved ali
 def params(path: str = "peft"):
     # micro-batches of 2 rows: each rank's chunks are the single process's chunks, so the summed
     # gradient is c_A + c_B on both sides and only the all-reduce stands between them. The
-    # written-out update (the GPU's, agents/lora/written_update.py) runs without checkpointing.
+    # written-out update (the GPU's, agents/lora/cuda/written_update.py) runs without checkpointing.
     checkpointing = {"model": {"gradient_checkpointing": False}} if path == "written" else {}
     return parse_params({"train": {"microbatch": 2, "warmup_steps": 0}, **checkpointing})
 

@@ -1,4 +1,4 @@
-"""Our own decode loop (orchestry/agents/lora/graph_decode.py), run eagerly on the CPU.
+"""Our own decode loop (orchestry/agents/lora/cuda/graph_decode.py), run eagerly on the CPU.
 
 On a GPU the same step is replayed as a CUDA graph; tests/agents/test_policy.py checks greedy
 completions against the eager path, these check the sampling and the lengths.
@@ -15,10 +15,10 @@ import torch
 from conftest import lora, model_spec, sampling
 
 from orchestry.agents.base import GenRequest
-from orchestry.agents.lora import triton_decode, triton_rotary, triton_support
-from orchestry.agents.lora.device_sampler import draw, nucleus_floor, torch_nucleus_floor
-from orchestry.agents.lora.fused import rotate
-from orchestry.agents.lora.graph_decode import (
+from orchestry.agents.lora.cuda import triton_decode, triton_rotary, triton_support
+from orchestry.agents.lora.cuda.device_sampler import draw, nucleus_floor, torch_nucleus_floor
+from orchestry.agents.lora.cuda.fused import rotate
+from orchestry.agents.lora.cuda.graph_decode import (
     PROMPT_BUCKET,
     ROW_BUCKET,
     GraphDecoder,

@@ -1,4 +1,4 @@
-"""The update's recorded passes (`agents/lora/graph_update.py`).
+"""The update's recorded passes (`agents/lora/cuda/graph_update.py`).
 
 On a GPU a pass is recorded once per shape and replayed: the replay must give what the same pass run
 eagerly gives, for new rows of a recorded shape too, and add its gradients to `.grad` of only the
@@ -12,8 +12,8 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from orchestry.agents.lora import graph_update
-from orchestry.agents.lora.graph_update import GraphUpdate, PassShape, pass_shape
+from orchestry.agents.lora.cuda import graph_update
+from orchestry.agents.lora.cuda.graph_update import GraphUpdate, PassShape, pass_shape
 from orchestry.algos.magrpo import RowLoss
 
 ADAPTERS = ("aux", "main")

@@ -1,4 +1,4 @@
-"""The `auto` update settings (`agents/lora/memory_plan.py`) on hand-made model sizes and cards.
+"""The `auto` update settings (`agents/lora/cuda/memory_plan.py`) on hand-made model sizes and cards.
 
 The issue's measurements (H200, G=8 x 8 problems x 128 tokens): the 3B shape ran out at 64 rows with
 71 GiB in graph pools and fit at 16; the 135M model ran at 64 rows in ~20 GB, the 1.5B too. Passes
@@ -10,15 +10,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from orchestry.agents.lora.memory_plan import (
-    CPU_PLAN,
+from orchestry.agents.lora.cuda.memory_plan import (
     GIB,
     PROMPT_TOKENS_ESTIMATE,
-    MemoryPlan,
     model_size,
     pass_tokens_per_row,
     plan_memory,
 )
+from orchestry.agents.lora.memory_plan import CPU_PLAN, MemoryPlan
 from orchestry.algos.pg_update import MIXED_TOKENS_PER_ROW, _chunks
 from orchestry.params import parse_params
 from orchestry.stages.from_params import gradient_checkpointing, memory_plan, microbatch

@@ -25,7 +25,7 @@ from orchestry.agents.lora.base_model import (
     load_gguf_model,
     save_plain_model,
 )
-from orchestry.agents.lora.graph_decode import GraphDecoder, decode_shape
+from orchestry.agents.lora.cuda.graph_decode import GraphDecoder, decode_shape
 from orchestry.agents.lora.kv_prefix import can_share_prefix, checkpointing, plan_prefixes
 from orchestry.agents.lora.stacked_lora import stacked_lora
 from orchestry.agents.lora.team import TeamPolicy

@@ -7,6 +7,7 @@ import pytest
 import torch
 from transformers import DynamicCache, TopKLogitsWarper, TopPLogitsWarper
 
+from orchestry.agents.lora.cuda.triton_sampler import BITS, passes
 from orchestry.agents.lora.head_sampler import HeadSampler
 from orchestry.agents.lora.kv_prefix import (
     GrowingCache,
@@ -15,7 +16,6 @@ from orchestry.agents.lora.kv_prefix import (
     plan_prefixes,
     positions,
 )
-from orchestry.agents.lora.triton_sampler import BITS, passes
 
 
 def _scores(peak: float, rows: int = 16, vocab: int = 49152) -> torch.Tensor:

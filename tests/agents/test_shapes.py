@@ -22,7 +22,8 @@ from orchestry.agents.lora.shapes import (
 )
 from orchestry.algos.pg_update import Optimizers, TrainingFailed, update_agents
 from orchestry.params import parse_params
-from orchestry.stages.from_params import make_policy, optimizer_settings, update_settings
+from orchestry.stages.from_params import make_policy
+from orchestry.stages.train_from_params import optimizer_settings, update_settings
 
 MODEL_CACHE = Path(__file__).resolve().parents[2] / "cache" / "models"
 TINY = replace(

@@ -1,4 +1,4 @@
-"""The decode step's LoRA expand-and-add and RMSNorm kernels (orchestry/agents/lora/triton_layer.py),
+"""The decode step's LoRA expand-and-add and RMSNorm kernels (orchestry/agents/lora/cuda/triton_layer.py),
 and the decoder's projection that uses them (`fused.Fused` on a GPU), against torch's forms."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 import torch
 from conftest import lora, model_spec
 
-from orchestry.agents.lora import triton_layer
-from orchestry.agents.lora.fused import Fused
+from orchestry.agents.lora.cuda import triton_layer
+from orchestry.agents.lora.cuda.fused import Fused
 from orchestry.agents.lora.team import TeamPolicy
 
 pytestmark = pytest.mark.skipif(

@@ -1,12 +1,13 @@
-"""The update's log-prob kernels (orchestry/agents/lora/triton_logprob.py) against torch's form:
-`logits.float()`, `gather`, `logsumexp` and autograd's backward of them."""
+"""The update's log-prob kernels (orchestry/agents/lora/cuda/triton_logprob.py) against torch's form
+(`kv_prefix.target_logprobs`: `logits.float()`, `gather`, `logsumexp`) and autograd's backward of it."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from orchestry.agents.lora.triton_logprob import token_logprobs
+from orchestry.agents.lora.cuda.triton_logprob import token_logprobs
+from orchestry.agents.lora.kv_prefix import target_logprobs
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="Triton kernels of the GPU's update"
@@ -32,8 +33,7 @@ def test_the_log_prob_kernels_are_torchs_form(
     (got * weight).sum().backward()
 
     theirs = logits.clone().requires_grad_(True)
-    full = theirs.float()
-    want = full.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(full, -1)
+    want = target_logprobs(theirs, targets)  # torch's form, the CPU path's
     (want * weight).sum().backward()
 
     assert got.dtype == torch.float32 and got.shape == shape

@@ -1,4 +1,4 @@
-"""The GPU sampler's Triton kernels (orchestry/agents/lora/triton_sampler.py) against torch: the
+"""The GPU sampler's Triton kernels (orchestry/agents/lora/cuda/triton_sampler.py) against torch: the
 softmax from the head's logits, and the floor and pick of every tuning against the default's.
 `draw` through them is checked against the torch form in tests/agents/test_graph_decode.py."""
 
@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
-from orchestry.agents.lora import triton_sampler
-from orchestry.agents.lora.device_sampler import draw, torch_nucleus_floor
+from orchestry.agents.lora.cuda import triton_sampler
+from orchestry.agents.lora.cuda.device_sampler import draw, torch_nucleus_floor
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="a Triton kernel of the GPU's sampler"

@@ -1,4 +1,4 @@
-"""The update's written-out forward (`agents/lora/written_update.py`), on the CPU in float32 (and
+"""The update's written-out forward (`agents/lora/cuda/written_update.py`), on the CPU in float32 (and
 once on a bfloat16 base, against float32's gradient): every
 adapter's rows in one pass give each row its own adapter's log-probs and each adapter the gradient
 of its own rows, as peft's per-adapter passes do, and the update built on it takes the same step."""
@@ -11,10 +11,10 @@ import pytest
 import torch
 from conftest import MODEL_CACHE, lora, model_spec
 
-from orchestry.agents.lora import graph_update
 from orchestry.agents.lora.base_model import (
     ModelSpec,
 )
+from orchestry.agents.lora.cuda import graph_update
 from orchestry.agents.lora.team import TeamPolicy
 from orchestry.algos.magrpo import RowLoss
 from orchestry.algos.pg_update import Optimizers, OptimizerSettings, UpdateSettings, update_agents
@@ -230,7 +230,7 @@ def test_a_scaling_bfloat16_cannot_hold_is_applied_exactly_on_a_bfloat16_base() 
     roundings (it was 1.002 with the scaling in the bfloat16 mask)."""
     from peft import LoraConfig, get_peft_model
 
-    from orchestry.agents.lora.written_update import _Group, _Masks
+    from orchestry.agents.lora.cuda.written_update import _Group, _Masks
 
     torch.manual_seed(0)
     net = torch.nn.Sequential()

@@ -7,13 +7,8 @@ import torch
 
 from orchestry.algos.pg_update import Optimizers, TrainingFailed, update_agents
 from orchestry.params import parse_params
-from orchestry.stages.from_params import (
-    gradient_checkpointing,
-    make_policy,
-    microbatch,
-    optimizer_settings,
-    update_settings,
-)
+from orchestry.stages.from_params import gradient_checkpointing, make_policy, microbatch
+from orchestry.stages.train_from_params import optimizer_settings, update_settings
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import MODEL_CACHE
 
-from orchestry import code_deps
 from orchestry.agents.lora.base_model import EMBEDDED_MODEL, convert_gguf_model, embedded_gguf_path
+from orchestry.bookkeeping import code_deps
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))

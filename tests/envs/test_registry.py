@@ -11,6 +11,7 @@ import pytest
 from conftest import tiny_params
 
 from orchestry.envs.base import Messages, Outcome, Roles, Turn, check_env, with_history
+from orchestry.envs.catalog import CATALOG, EnvEntry
 from orchestry.envs.options import EnvOptions
 from orchestry.envs.registry import ENVIRONMENTS, EnvKind, env_kind, register
 from orchestry.params import parse_params
@@ -74,6 +75,7 @@ TOY = EnvKind("toy", EchoEnv, WordSets(), ("left", "right"))
 @pytest.fixture
 def toy(monkeypatch):
     monkeypatch.setitem(ENVIRONMENTS, "toy", TOY)  # registered for this test only
+    monkeypatch.setitem(CATALOG, "toy", EnvEntry(None, TOY.tasks.SETS, TOY.roles))
     return TOY
 
 
@@ -125,3 +127,34 @@ def test_a_registered_environment_trains_and_evaluates(toy, tmp_path, monkeypatc
     assert all(set(r["reward"]) == {"total", "left", "right"} for r in rows)
     metrics = json.loads((tmp_path / "results/evaluate/metrics.json").read_text())
     assert metrics
+
+
+@pytest.mark.parametrize("name", ["code", "code_review", "story", "writing"])
+def test_the_catalogue_says_what_each_environment_s_module_holds(name):
+    """Params validation reads envs/catalog.py, never the env: the two must agree."""
+    kind = env_kind(name)  # imports the module, and checks the entry itself
+    entry = CATALOG[name]
+    assert (kind.name, tuple(kind.tasks.SETS), kind.roles) == (name, entry.sets, entry.roles)
+    assert kind.code_problems == entry.code_problems
+
+
+def test_the_catalogue_s_tool_names_are_the_tool_registry_s():
+    from orchestry.envs.catalog import TOOL_NAMES
+    from orchestry.envs.tools.registry import DESCRIPTIONS
+
+    assert TOOL_NAMES == tuple(DESCRIPTIONS)
+
+
+def test_validating_params_imports_no_environment():
+    """Naming an env in params loads no env module: each is imported when a stage builds it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from orchestry.params import parse_params; "
+        "parse_params({'env': {'name': 'story'}}); "
+        "print(sorted(m for m in sys.modules if m.startswith('orchestry.envs.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = eval(out.stdout)
+    assert not [m for m in loaded if m.split(".")[2] in CATALOG], loaded

@@ -92,7 +92,7 @@ def test_report_colon_method_reads_another_method_of_a_report(tmp_path):
 
 
 def test_the_reports_index_knows_an_ablation_folder_and_its_code(tmp_path):
-    from orchestry.recovered import ablation_code, kind_of, producing_code
+    from orchestry.bookkeeping.recovered import ablation_code, kind_of, producing_code
 
     pids = ["coop/a", "coop/b"]
     ref = report(tmp_path / "ref", dict.fromkeys(pids, 0.5))

@@ -6,8 +6,8 @@ import json
 import pytest
 from test_ablation import report
 
+from orchestry.bookkeeping.recovered import kind_of, producing_code, tool_code
 from orchestry.eval.seeds import main, two_level_ci
-from orchestry.recovered import kind_of, producing_code, tool_code
 
 
 def rows_of(out, **match):

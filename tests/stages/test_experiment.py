@@ -1,4 +1,4 @@
-"""`python -m orchestry.experiment`: the whole pipeline on overridden params, reported apart, resumable."""
+"""`python -m orchestry.bookkeeping.experiment`: the whole pipeline on overridden params, reported apart, resumable."""
 
 import json
 import sys
@@ -8,8 +8,8 @@ import yaml
 from conftest import ROOT, run_in
 from test_text_envs import check_env_run, env_stages, text_config
 
-from orchestry.experiment import merged, resolve
-from orchestry.stage_runs import (
+from orchestry.bookkeeping.experiment import merged, resolve
+from orchestry.bookkeeping.stage_runs import (
     pipeline_commands,
     run_stages,
     stage_commands,
@@ -26,7 +26,7 @@ def test_merged_overrides_nested_keys_and_keeps_the_rest():
 
 def test_stages_come_in_dvc_yaml_order_with_its_commands():
     names = [name for name, _ in stage_commands(ROOT / "dvc.yaml")]
-    assert names[0] == "prepare" and names[-1] == "figures"
+    assert names[:2] == ["fingerprints", "prepare"] and names[-1] == "figures"
     assert names.index("train") < names.index("evaluate") < names.index("schemes")
     assert {"baseline@single", "baseline@discussion"} <= set(names)
     # the opt-in stages of optional/dvc.yaml come after the pipeline
@@ -66,7 +66,9 @@ def test_experiment_runs_apart_reports_and_goes_on_where_it_stopped(tiny_repo):
     config = text_config("code_review", {"coop"})
     (repo / "exp.yaml").write_text(yaml.safe_dump(config))
     only = env_stages("sequential")
-    run = run_in(repo, "python", "-m", "orchestry.experiment", "exp.yaml", *only, timeout=1500)
+    run = run_in(
+        repo, "python", "-m", "orchestry.bookkeeping.experiment", "exp.yaml", *only, timeout=1500
+    )
     check_env_run(repo, "exp", config, "sequential")
     out = repo / "reports" / "exp"
     assert yaml.safe_load((out / "params.yaml").read_text())["train"]["max_steps"] == 2
@@ -80,14 +82,16 @@ def test_experiment_runs_apart_reports_and_goes_on_where_it_stopped(tiny_repo):
     record = json.loads((out / "manifest.json").read_text())
     assert len(record["commit"]) == 40 and record["dirty"] is False and record["wall_s"] > 0
     assert record["params"]["env"]["name"] == "code_review" and len(record["code_sha256"]) == 64
-    assert record["command"] == " ".join(["python -m orchestry.experiment exp.yaml", *only])
+    assert record["command"] == " ".join(
+        ["python -m orchestry.bookkeeping.experiment exp.yaml", *only]
+    )
     # the committed pipeline's outputs are left alone: everything ran in build/experiments/exp
     assert not (repo / "results" / "train").exists()
     assert (repo / "build" / "experiments" / "exp" / "results" / "train" / "adapters").is_dir()
 
     # a second run finds every stage done (a stage whose stamp is gone runs alone again:
     # test_a_stage_whose_code_changed_runs_again_and_so_do_the_later_ones)
-    rerun = ["python", "-m", "orchestry.experiment", "exp.yaml", *only, "--replace"]
+    rerun = ["python", "-m", "orchestry.bookkeeping.experiment", "exp.yaml", *only, "--replace"]
     again = run_in(repo, *rerun).stderr
     assert "train: done before, skipped" in again
     assert "baseline@sequential: done before, skipped" in again and "evaluate: done before" in again
@@ -102,7 +106,7 @@ def test_experiment_runs_apart_reports_and_goes_on_where_it_stopped(tiny_repo):
     (repo / "unseen.yaml").write_text("prepare: {sets: {coop: {n_train: 0, n_test: 1}}}\n")
     argv = ["exp.yaml", "unseen.yaml", "--name", "unseen", "--problems", str(outside)]
     argv += ["--trained", "build/experiments/exp", "--only", "prepare,evaluate"]
-    unseen = run_in(repo, "python", "-m", "orchestry.experiment", *argv)
+    unseen = run_in(repo, "python", "-m", "orchestry.bookkeeping.experiment", *argv)
     assert "train: skipped (--trained)" in unseen.stderr
     # the trained folder holds no single agent (its run left train_single out): not skipped as trained
     assert "train_single: not run (--only)" in unseen.stderr
@@ -117,7 +121,7 @@ def test_experiment_runs_apart_reports_and_goes_on_where_it_stopped(tiny_repo):
 def test_a_bad_key_exits_2_naming_it_and_runs_nothing(tiny_repo):
     repo, _ = tiny_repo
     (repo / "bad.yaml").write_text("train: {max_stepz: 1}\n")
-    proc = run_in(repo, "python", "-m", "orchestry.experiment", "bad.yaml", check=False)
+    proc = run_in(repo, "python", "-m", "orchestry.bookkeeping.experiment", "bad.yaml", check=False)
     assert proc.returncode == 2 and "max_stepz" in proc.stderr
     assert not (repo / "build").exists() and not (repo / "reports" / "bad").exists()
 
@@ -125,7 +129,9 @@ def test_a_bad_key_exits_2_naming_it_and_runs_nothing(tiny_repo):
 def test_a_failing_stage_exits_1_naming_it_and_reports_nothing(tiny_repo):
     repo, _ = tiny_repo
     (repo / "broken.yaml").write_text("model: {name: /nonexistent/model}\n")
-    proc = run_in(repo, "python", "-m", "orchestry.experiment", "broken.yaml", check=False)
+    proc = run_in(
+        repo, "python", "-m", "orchestry.bookkeeping.experiment", "broken.yaml", check=False
+    )
     assert proc.returncode == 1 and "stage smoke exited" in proc.stderr, proc.stderr[-2000:]
     assert not (repo / "reports" / "broken").exists()
     assert (repo / "build" / "experiments" / "broken" / ".experiment" / "prepare.done").exists()
@@ -136,13 +142,13 @@ def test_a_missing_problems_folder_exits_1_naming_it_and_builds_nothing(tiny_rep
     (repo / "exp.yaml").write_text("train: {max_steps: 1}\n")
     missing = repo.parent / "no-such-problems"
     argv = ["exp.yaml", "--problems", str(missing)]
-    proc = run_in(repo, "python", "-m", "orchestry.experiment", *argv, check=False)
+    proc = run_in(repo, "python", "-m", "orchestry.bookkeeping.experiment", *argv, check=False)
     assert proc.returncode == 1 and "no-such-problems: no such folder" in proc.stderr
     assert not missing.exists() and not (repo / "build").exists()
 
 
 def test_only_names_stages_of_dvc_yaml(tmp_path, capsys):
-    from orchestry.experiment import main
+    from orchestry.bookkeeping.experiment import main
 
     config = tmp_path / "x.yaml"
     config.write_text("seed: 0\n")
@@ -154,7 +160,7 @@ def test_only_names_stages_of_dvc_yaml(tmp_path, capsys):
 def test_an_existing_report_is_kept_unless_replace_says_so(tmp_path, capsys):
     """A second run under a name already reported stops before any stage, naming the folder and
     the flag; the earlier report is left as it was."""
-    from orchestry.experiment import main
+    from orchestry.bookkeeping.experiment import main
 
     config = tmp_path / "x.yaml"
     config.write_text("seed: 0\n")
@@ -169,7 +175,7 @@ def test_an_existing_report_is_kept_unless_replace_says_so(tmp_path, capsys):
 
 
 def test_a_report_without_results_md_gets_a_methods_table(tmp_path):
-    from orchestry.experiment import methods_table
+    from orchestry.bookkeeping.experiment import methods_table
 
     code = {
         "return_mean": 1.5,
@@ -193,52 +199,55 @@ def test_a_report_without_results_md_gets_a_methods_table(tmp_path):
 
 def test_stages_that_read_no_outputs_of_each_other_may_run_at_once():
     needs = stage_needs()
-    assert needs["prepare"] == set()
+    assert needs["prepare"] == {"fingerprints"}  # its code fingerprint
     assert needs["train"] >= {"prepare", "smoke"} and needs["train_single"] >= {"prepare", "smoke"}
     assert "train" not in needs["train_single"] and "train" not in needs["baseline@single"]
     assert needs["evaluate"] >= {"train"} and needs["evaluate_single"] >= {"train_single"}
     assert {"evaluate", "evaluate_single", "schemes"} <= needs["figures"]
 
 
-def test_a_stage_whose_code_changed_runs_again_and_so_do_the_later_ones(tmp_path, monkeypatch):
-    """After a code change that stage and the later ones run; with a stamp gone, that stage alone."""
-    import orchestry.stage_runs as runs
+def test_a_stage_whose_code_changed_runs_again_and_so_do_those_that_read_it(tmp_path, monkeypatch):
+    """After a code change that stage and the stages reading its outputs run, no other; with a
+    stamp gone, that stage alone."""
+    import orchestry.bookkeeping.stage_runs as runs
 
     work = tmp_path / "work"
     work.mkdir()
     (work / "params.yaml").write_text("seed: 0\n")
     journal = tmp_path / "journal.txt"
     script = f"import sys; open({str(journal)!r}, 'a').write(sys.argv[-1] + '\\n')"
-    code = {"a": "1", "b": "1", "c": "1"}
+    code = {"a": "1", "b": "1", "c": "1", "d": "1"}
     monkeypatch.setattr(runs, "pipeline_commands", lambda: [(n, n) for n in code])
     monkeypatch.setattr(runs, "stage_commands", lambda path: [])
-    monkeypatch.setattr(runs, "stage_needs", lambda: {n: set() for n in code})
-    monkeypatch.setattr(runs, "stage_code_hash", lambda name: code[name])
+    needs = {"a": set(), "b": {"a"}, "c": {"b"}, "d": {"a"}}  # d reads a alone
+    monkeypatch.setattr(runs, "stage_needs", lambda: needs)
+    monkeypatch.setattr(runs, "stage_code_hash", lambda name, params: code[name])
     monkeypatch.setattr(runs, "with_params", lambda cmd, _: [sys.executable, "-c", script, cmd])
     run_stages(work, "origin", lambda message: None)
     run_stages(work, "origin", lambda message: None)  # nothing changed: nothing runs
     code["b"] = "2"
     run_stages(work, "origin", lambda message: None)
-    assert journal.read_text().split() == ["a", "b", "c", "b", "c"]
-    # a stage's stamp chains the stamps before it, not whether they ran: with one stamp gone (its
-    # outputs lost), that stage runs again and no other
+    assert journal.read_text().split() == ["a", "b", "c", "d", "b", "c"]
+    # a stage's stamp chains the stamps of what it reads, not whether they ran: with one stamp gone
+    # (its outputs lost), that stage runs again and no other
     (work / runs.STATE / "b.done").unlink()
     said: list[str] = []
     run_stages(work, "origin", said.append)
-    assert journal.read_text().split() == ["a", "b", "c", "b", "c", "b"]
+    assert journal.read_text().split() == ["a", "b", "c", "d", "b", "c", "b"]
     assert "a: done before, skipped" in said and "c: done before, skipped" in said
 
 
 def test_an_edit_to_a_stage_s_real_code_reruns_it_and_one_outside_every_closure_does_not(
     tmp_path, monkeypatch
 ):
-    """The stamps hash each stage's real import closure: in a copy of the package, editing
-    stages/smoke.py reruns smoke and the stages after it, not prepare; editing commands.py (no
-    stage's code) reruns nothing. The stage commands are cheap stand-ins; the code hashes are real."""
+    """The stamps hash each stage's real fingerprint: in a copy of the package, editing
+    stages/smoke.py's code reruns smoke and the stage reading it, not prepare; a comment there, or
+    an edit of commands.py (no stage's code), reruns nothing. The stage commands are cheap
+    stand-ins; the code hashes are real."""
     import shutil
 
-    import orchestry.code_deps as code_deps
-    import orchestry.stage_runs as runs
+    import orchestry.bookkeeping.code_deps as code_deps
+    import orchestry.bookkeeping.stage_runs as runs
 
     copy = tmp_path / "copy"
     shutil.copytree(ROOT / "orchestry", copy / "orchestry", ignore=shutil.ignore_patterns("*.pyc"))
@@ -252,7 +261,8 @@ def test_an_edit_to_a_stage_s_real_code_reruns_it_and_one_outside_every_closure_
     order = ["prepare", "smoke", "figures"]
     monkeypatch.setattr(runs, "pipeline_commands", lambda: [(n, n) for n in order])
     monkeypatch.setattr(runs, "stage_commands", lambda path: [])
-    monkeypatch.setattr(runs, "stage_needs", lambda: {n: set() for n in order})
+    needs = {"prepare": set(), "smoke": {"prepare"}, "figures": {"smoke"}}
+    monkeypatch.setattr(runs, "stage_needs", lambda: needs)
     monkeypatch.setattr(runs, "with_params", lambda cmd, _: [sys.executable, "-c", script, cmd])
 
     def run() -> list[str]:
@@ -262,18 +272,20 @@ def test_an_edit_to_a_stage_s_real_code_reruns_it_and_one_outside_every_closure_
 
     assert run() == order
     assert run() == []  # nothing changed
-    commands = copy / "orchestry" / "commands.py"
-    commands.write_text(commands.read_text() + "\n# an edit outside every stage's closure\n")
+    commands = copy / "orchestry" / "bookkeeping" / "commands.py"
+    commands.write_text(commands.read_text() + "\nOUTSIDE = 1  # outside every stage's closure\n")
     assert run() == []
     smoke = copy / "orchestry" / "stages" / "smoke.py"
-    smoke.write_text(smoke.read_text() + "\n# an edit to smoke's code\n")
+    smoke.write_text(smoke.read_text() + "\n# a comment is no code\n")
+    assert run() == []
+    smoke.write_text(smoke.read_text() + "\nEDITED = 1\n")
     assert run() == ["smoke", "figures"]
 
 
 def test_parallel_stages_start_only_after_what_they_read(tmp_path, monkeypatch):
     """Two jobs at once: a stage never starts before the stages whose outputs it reads end, and
     a failing stage stops new ones from starting (the ones running finish)."""
-    import orchestry.stage_runs as runs
+    import orchestry.bookkeeping.stage_runs as runs
 
     work = tmp_path / "work"
     work.mkdir()
@@ -293,7 +305,7 @@ def test_parallel_stages_start_only_after_what_they_read(tmp_path, monkeypatch):
         runs, "stage_needs", lambda: {"a": set(), "b": set(), "c": {"a"}, "d": {"c"}}
     )
     monkeypatch.setattr(runs, "with_params", lambda cmd, _: [sys.executable, "-c", script, cmd])
-    monkeypatch.setattr(runs, "stage_code_hash", lambda name: "code")
+    monkeypatch.setattr(runs, "stage_code_hash", lambda name, params: "code")
     with pytest.raises(runs.ExperimentFailed, match="stage c exited 3"):
         run_stages(work, "origin", lambda message: None, jobs=2)
     events = [line.split() for line in journal.read_text().splitlines()]
@@ -308,7 +320,7 @@ def test_a_trained_folder_brings_its_team_and_where_it_has_one_its_single_agent(
     """`--trained`: the finished run's train outputs are copied into the work folder, and
     train_single's too where that run trained the single agent; the stamps name both."""
     from orchestry import paths
-    from orchestry.experiment import prepare_workdir, trained_single
+    from orchestry.bookkeeping.experiment import prepare_workdir, trained_single
     from orchestry.params import parse_params
 
     trained = tmp_path / "done"

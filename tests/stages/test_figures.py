@@ -93,6 +93,7 @@ def _code_rows(method: str, pid: str, total: float, n: int = 2) -> list[dict]:
 def test_the_stage_writes_paired_csv_and_the_paper_columns(tmp_path, monkeypatch) -> None:
     """The code branch of `figures.run` on saved rows (the figures themselves left out)."""
     from orchestry import io, paths
+    from orchestry.bookkeeping import fingerprint
     from orchestry.eval.metrics import compute_metrics
     from orchestry.eval.paired import COLUMNS
     from orchestry.params import parse_params
@@ -110,7 +111,9 @@ def test_the_stage_writes_paired_csv_and_the_paper_columns(tmp_path, monkeypatch
     io.write_json(figures.SCHEMES, {"labels": ["x"], "per_method": {}, "training_windows": []})
     io.write_json(paths.TRAIN_METRICS, {"steps": 2})
     io.write_text(paths.HISTORY, "return_mean,coop_rate\n1.0,0.0\n2.0,0.5\n")
-    figures.run(parse_params({}))
+    params = parse_params({})
+    fingerprint.write_all(params, ["figures"])  # what `python -m orchestry figures` does first
+    figures.run(params)
 
     lines = paths.PAIRED_CSV.read_text().splitlines()
     assert lines[0] == ",".join(COLUMNS)

@@ -9,6 +9,7 @@ from orchestry.algos.curriculum import schedule_problems
 from orchestry.envs.code.problems import load_problem_dir
 from orchestry.params import ParamsError, parse_params
 from orchestry.stages.from_params import make_env, make_policy, seed_everything
+from orchestry.stages.train_from_params import loop_settings
 
 PARAMS = {
     "sampling": {"max_new_tokens": 24},
@@ -55,7 +56,13 @@ def test_the_next_step_is_generated_before_the_update_but_not_across_a_checkpoin
         policy.generate = recorded_generate
         out = tmp_path / name
         history = train.train_loop(
-            params, policy, make_env(params), problems, plan[:steps], out / "r.jsonl", out / "ckpt"
+            loop_settings(params),
+            policy,
+            make_env(params),
+            problems,
+            plan[:steps],
+            out / "r.jsonl",
+            out / "ckpt",
         )
         return [
             {k: v for k, v in h.items() if k not in ("step_seconds", "tokens_per_s")}

@@ -92,7 +92,7 @@ def check_env_run(repo, name: str, config: dict, baseline: str) -> None:
 
 
 def check_text_report(repo, name: str, config: dict) -> None:
-    """What `python -m orchestry.experiment` must have reported for a text environment's run of
+    """What `python -m orchestry.bookkeeping.experiment` must have reported for a text environment's run of
     every stage."""
     check_split_and_rollouts(repo, name, config)
     out = repo / "reports" / name
@@ -119,7 +119,7 @@ def test_story_runs_every_stage(tiny_repo):
     repo, _ = tiny_repo
     config = text_config("story", {"story"})
     (repo / "text.yaml").write_text(yaml.safe_dump(config))
-    run_in(repo, "python", "-m", "orchestry.experiment", "text.yaml", timeout=1500)
+    run_in(repo, "python", "-m", "orchestry.bookkeeping.experiment", "text.yaml", timeout=1500)
     check_text_report(repo, "text", config)
 
 
@@ -129,5 +129,12 @@ def test_writing_trains_and_evaluates_by_its_name_alone(tiny_repo):
     repo, _ = tiny_repo
     config = text_config("writing", {"tldr"})
     (repo / "text.yaml").write_text(yaml.safe_dump(config))
-    run_in(repo, "python", "-m", "orchestry.experiment", "text.yaml", *env_stages("discussion"))
+    run_in(
+        repo,
+        "python",
+        "-m",
+        "orchestry.bookkeeping.experiment",
+        "text.yaml",
+        *env_stages("discussion"),
+    )
     check_env_run(repo, "text", config, "discussion")

@@ -18,17 +18,15 @@ from orchestry.algos.tree import rollout
 from orchestry.envs.code.problems import difficulty_rank, load_problem_dir
 from orchestry.params import parse_params
 from orchestry.stages import prepare, train
-from orchestry.stages.from_params import (
+from orchestry.stages.from_params import make_env, make_policy, sampling_spec, seed_everything
+from orchestry.stages.train import train_loop
+from orchestry.stages.train_from_params import (
     advantage_settings,
-    make_env,
-    make_policy,
+    loop_settings,
     optimizer_settings,
     rollout_settings,
-    sampling_spec,
-    seed_everything,
     update_settings,
 )
-from orchestry.stages.train import train_loop
 
 
 def adapter_bytes(repo: Path) -> dict[str, bytes]:
@@ -169,7 +167,7 @@ def test_curriculum_run_resumed_from_a_checkpoint_takes_the_same_steps(tmp_path)
         seed_everything(params.seed)
         run = tmp_path / name
         history = train_loop(
-            params,
+            loop_settings(params),
             make_policy(params),
             make_env(params),
             problems,

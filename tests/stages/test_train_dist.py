@@ -13,6 +13,7 @@ from orchestry.envs.code.problems import read_problems
 from orchestry.params import ParamsError, load_params, parse_params
 from orchestry.stages import train
 from orchestry.stages.from_params import make_env, make_policy, seed_everything
+from orchestry.stages.train_from_params import loop_settings
 
 pytestmark = pytest.mark.slow  # a real model trains or generates in every test here
 
@@ -35,7 +36,7 @@ def test_two_processes_resume_a_one_process_checkpoint(tiny_repo, monkeypatch):
     seed_everything(params.seed)
     work = paths.TRAIN / ".partial"
     train.train_loop(
-        params,
+        loop_settings(params),
         make_policy(params),
         make_env(params),
         problems,

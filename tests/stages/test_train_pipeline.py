@@ -17,6 +17,7 @@ from orchestry.algos.rollout_queue import RolloutQueue, updates_before
 from orchestry.params import ParamsError, load_params, parse_params
 from orchestry.stages import train
 from orchestry.stages.from_params import make_env, make_policy, seed_everything
+from orchestry.stages.train_from_params import loop_settings
 from orchestry.stages.train_pipeline import pipelined
 
 PIPELINE = {"processes": 2, "parallel": "pipeline", "rollouts_ahead": 1}
@@ -87,6 +88,7 @@ from orchestry.agents.lora.dist import end_world, start_world
 from orchestry.params import load_params
 from orchestry.stages import train
 from orchestry.stages.from_params import make_env, make_policy, seed_everything
+from orchestry.stages.train_from_params import loop_settings
 
 logging.basicConfig(level=logging.INFO)
 steps, out = int(sys.argv[1]), Path(sys.argv[2])
@@ -96,8 +98,9 @@ world = start_world("cpu")
 try:
     seed_everything(params.seed)
     policy, env = make_policy(params), make_env(params)
+    settings = loop_settings(params)
     train.train_loop(
-        params, policy, env, problems, plan[:steps], out / "r.jsonl", out / "ckpt", world=world
+        settings, policy, env, problems, plan[:steps], out / "r.jsonl", out / "ckpt", world=world
     )
 finally:
     end_world(world)
@@ -132,7 +135,13 @@ def test_two_pipelined_processes_train_and_resume_as_one_process_does(tiny_repo,
         policy = make_policy(params)
         one = repo / "one"
         history = train.train_loop(
-            params, policy, make_env(params), problems, plan, one / "r.jsonl", one / "ckpt"
+            loop_settings(params),
+            policy,
+            make_env(params),
+            problems,
+            plan,
+            one / "r.jsonl",
+            one / "ckpt",
         )
     finally:
         torch.set_num_threads(threads)

@@ -1,4 +1,6 @@
 # Shared by the rules: the params file the stages run on.
+from orchestry.bookkeeping import fingerprint
+from orchestry.params import parse_params
 from orchestry.params.resolved import resolve_config
 
 # The stages run on exactly the params Snakemake resolved, overrides included (--config, --configfile):
@@ -14,3 +16,13 @@ def params_option(wildcards, input):
     are that trigger, and the file's name changes with every section, also those the rule does not read.
     """
     return f" --params {RESOLVED_PARAMS}" if RESOLVED_PARAMS else ""
+
+
+# Each rule's code input is its stage's fingerprint for these params (results/fingerprints/<stage>.txt),
+# written here when its text changes, so a rule reruns when the code it runs changes and for no other edit.
+fingerprint.write_all(parse_params(config))
+
+
+def stage_code(stage):
+    """The rule's code input: its stage's fingerprint (orchestry/bookkeeping/fingerprint.py)."""
+    return str(fingerprint.path(stage))

@@ -7,7 +7,8 @@ the static path, by adapter) and hands each group to `generate_group`, on one of
   (orchestry/agents/lora/kv_prefix.py), rows of several adapters through their own adapter in the
   same forward pass (orchestry/agents/lora/stacked_lora.py);
 - graph (the CUDA default for Llama-style models): our own decode loop, every adapter's rows in one
-  batch, one decode step replayed as a CUDA graph (orchestry/agents/lora/graph_decode.py);
+  batch, one decode step replayed as a CUDA graph (orchestry/agents/lora/cuda/graph_decode.py,
+  reached through orchestry/agents/lora/engine.py);
 - static (CUDA, other models): `generate` on a static KV cache, which `transformers` compiles with
   `torch.compile`, one adapter per call.
 """
@@ -22,7 +23,7 @@ import torch
 from transformers import GenerationConfig, LogitsProcessorList, PreTrainedTokenizerBase
 
 from orchestry.agents.base import Generation, GenRequest, SamplingSpec
-from orchestry.agents.lora.graph_decode import decode_shape
+from orchestry.agents.lora.engine import cuda_engine
 from orchestry.agents.lora.head_sampler import HeadSampler
 from orchestry.agents.lora.kv_prefix import cache_argument, pad_rows, plan_prefixes, prefill
 from orchestry.agents.lora.loaded_base import LoadedBase
@@ -90,10 +91,11 @@ def generate_batch(
     if path not in PATHS:
         raise ValueError(f"generation path must be one of {PATHS}, got {path!r}")
     base.model.eval()
-    if path == "graph":
+    if path == "graph":  # the CUDA engine's decoder (on a CPU it runs eagerly: the tests)
+        engine, decoders = cuda_engine(), base.decoder_cache()
         _synchronize(base.device)
         start = time.perf_counter()
-        decoder = base.decoders.get(base.model, base.adapters, decode_shape(rows, sampling))
+        decoder = decoders.get(base.model, base.adapters, engine.decode_shape(rows, sampling))
         index = [base.adapters.index(a) for a in adapters]
         new = decoder.run(rows, index, pad, base.stop_ids)
         return _generations(

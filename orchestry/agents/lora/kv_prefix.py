@@ -380,3 +380,12 @@ def completion_logits(
         ).logits
     # Column j of the kept logits predicts completion token j (the last one predicts nothing).
     return logits[:, :-1, :], comp_ids, comp_mask
+
+
+def target_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """log softmax(logits)[target], float32 [...], of logits [..., vocab] and targets [...]: the
+    torch form of the completions' per-token log-probs (the peft update's, and the written-out
+    update's off a GPU; on a GPU that one reads them from Triton kernels, `cuda/triton_logprob.py`)."""
+    logits = logits.float()
+    chosen = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    return chosen - torch.logsumexp(logits, dim=-1)

@@ -5,7 +5,8 @@ model per distinct `ModelSpec` and give each agent its own LoRA adapter (peft). 
 the G completions of every agent and every problem in one batched `generate` call: rows of
 different agents use their own adapter in the same forward pass (`orchestry.agents.lora.stacked_lora`).
 On CUDA the rows of every adapter decode together in our own loop, one step replayed as a CUDA
-graph (`orchestry.agents.lora.graph_decode`). The batched call itself is
+graph (`orchestry.agents.lora.cuda.graph_decode`, reached only through `orchestry.agents.lora.engine`,
+so a CPU run loads none of the CUDA engine). The batched call itself is
 `orchestry.agents.lora.generation`; the adapter files on disk are `orchestry.agents.lora.adapter_files`.
 """
 
@@ -33,13 +34,11 @@ from orchestry.agents.lora.adapter_files import (
     write_adapters,
 )
 from orchestry.agents.lora.base_model import ModelSpec, load_base_model
+from orchestry.agents.lora.engine import RowLoss, cuda_engine, written_applies
 from orchestry.agents.lora.generation import generate_group
-from orchestry.agents.lora.graph_decode import supports
-from orchestry.agents.lora.graph_update import GraphUpdate, RowLoss
-from orchestry.agents.lora.kv_prefix import completion_logits
+from orchestry.agents.lora.kv_prefix import completion_logits, target_logprobs
 from orchestry.agents.lora.loaded_base import LoadedBase
 from orchestry.agents.lora.nonfinite import describe, find_nonfinite_row, first_nonfinite_grad
-from orchestry.agents.lora.written_update import written_applies
 
 SHARED_ADAPTER = "shared"
 """Adapter name used by every agent when `shared_adapter=True`."""
@@ -128,7 +127,7 @@ class TeamPolicy:
                     peft_model.add_adapter(name, config)
             stop = {tokenizer.eos_token_id, *_as_list(base_model.generation_config.eos_token_id)}
             self._bases[spec] = LoadedBase(
-                spec, peft_model, tokenizer, adapters, stop - {None}, update=GraphUpdate(record)
+                spec, peft_model, tokenizer, adapters, stop - {None}, record_update_graphs=record
             )
         self._base_of = {a: self._bases[specs[a]] for a in self.agents}
         for agent in self.agents:
@@ -268,9 +267,7 @@ class TeamPolicy:
                     base.tokenizer.pad_token_id,
                     base.device,
                 )
-                logits = logits.float()
-                chosen = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-                token_logprobs = (chosen - torch.logsumexp(logits, dim=-1)) * token_mask
+                token_logprobs = target_logprobs(logits, targets) * token_mask
         finally:
             base.model.eval()
         return token_logprobs, token_mask.to(token_logprobs.dtype)
@@ -293,12 +290,12 @@ class TeamPolicy:
     ) -> torch.Tensor:
         """One pass over rows of several agents (row i under `agents[i]`'s adapter): returns each
         row's loss `row_loss * weight` and adds the gradient of their sum to the `.grad` of the
-        adapters with rows (`agents/lora/graph_update.py`; `owners`: every agent stepped)."""
+        adapters with rows (`agents/lora/cuda/graph_update.py`; `owners`: every agent stepped)."""
         base = self._base(agents[0])
         params = {self._adapter[o]: self.trainable_parameters(o) for o in owners}
         names = [self._adapter[a] for a in agents]
         pad = base.tokenizer.pad_token_id
-        return base.update.run(
+        return base.graph_update().run(
             base.model, params, names, prompts, completions, advantages, weights, row_loss, pad
         )
 
@@ -393,7 +390,7 @@ class TeamPolicy:
 def _default_path(base: LoadedBase) -> str:
     if base.device.type != "cuda":
         return "eager"
-    return "graph" if supports(base.model) else "static"
+    return "graph" if cuda_engine().supports(base.model) else "static"
 
 
 def _as_list(value: int | list[int] | None) -> list[int]:

@@ -29,7 +29,7 @@ DESCRIPTIONS: dict[str, str] = {
     "calculator": "computes an arithmetic expression such as (3 + 4) * 2 ** 5",
     "examples": "runs the task's examples against the code you wrote so far; say nothing inside",
 }
-TOOL_NAMES = tuple(DESCRIPTIONS)
+TOOL_NAMES = tuple(DESCRIPTIONS)  # envs/catalog.py lists them for params validation
 
 _EXAMPLE = re.compile(r"Example:\s*(.+?)\s*==\s*(.+?)\s*$", re.MULTILINE)
 _DOCTEST = re.compile(r"^\s*>>>\s*(.+?)\s*\n\s*(?!>>>)(\S.*?)\s*$", re.MULTILINE)

@@ -36,14 +36,14 @@ from peft import PeftModel
 from peft.tuners.lora import LoraLayer
 
 from orchestry.agents.base import SamplingSpec
-from orchestry.agents.lora.device_sampler import draw
-from orchestry.agents.lora.fused import Fused, rotate
+from orchestry.agents.lora.cuda.device_sampler import draw
+from orchestry.agents.lora.cuda.fused import Fused, rotate
+from orchestry.agents.lora.cuda.triton_decode import decode_attention, fused_silu, silu_mul
+from orchestry.agents.lora.cuda.triton_layer import rms_norm
+from orchestry.agents.lora.cuda.triton_rotary import available as rotary_kernel_available
+from orchestry.agents.lora.cuda.triton_rotary import rotary_into_cache
+from orchestry.agents.lora.cuda.triton_support import usable
 from orchestry.agents.lora.kv_prefix import distinct_prompts, pad_rows
-from orchestry.agents.lora.triton_decode import decode_attention, fused_silu, silu_mul
-from orchestry.agents.lora.triton_layer import rms_norm
-from orchestry.agents.lora.triton_rotary import available as rotary_kernel_available
-from orchestry.agents.lora.triton_rotary import rotary_into_cache
-from orchestry.agents.lora.triton_support import usable
 
 PROMPT_BUCKET = 64
 """Prompts are left-padded to a multiple of this many columns (few graph shapes)."""

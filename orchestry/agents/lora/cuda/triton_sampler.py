@@ -38,7 +38,7 @@ import os
 
 import torch
 
-from orchestry.agents.lora.triton_support import tl, triton
+from orchestry.agents.lora.cuda.triton_support import tl, triton
 
 WAYS = 8
 """Thresholds tested a pass: the interval shrinks 8-fold, so 10 passes find the floor. Fewer

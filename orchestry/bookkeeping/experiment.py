@@ -1,4 +1,4 @@
-"""`python -m orchestry.experiment CONFIG...`: the whole pipeline on other params, reported apart.
+"""`python -m orchestry.bookkeeping.experiment CONFIG...`: the whole pipeline on other params, reported apart.
 
 An experiment is params.yaml with one or more YAML files' keys over it (the GPU run:
 `workflow/experiments/gpu.yaml`). It runs every stage of dvc.yaml, in dvc.yaml's order and with
@@ -31,7 +31,15 @@ from typing import Any
 
 import yaml
 
-from orchestry import code_deps, io, paths
+from orchestry import io, paths
+from orchestry.bookkeeping import code_deps, plugins
+from orchestry.bookkeeping.provenance import code_hash, git_state, hardware, manifest
+from orchestry.bookkeeping.stage_runs import (
+    STATE,
+    ExperimentFailed,
+    pipeline_commands,
+    run_stages,
+)
 from orchestry.eval.paired import (
     paired_csv,
     paired_markdown,
@@ -40,15 +48,8 @@ from orchestry.eval.paired import (
     per_problem_rows,
 )
 from orchestry.params import Params, ParamsError, parse_params
-from orchestry.provenance import code_hash, git_state, hardware, manifest
-from orchestry.stage_runs import (
-    STATE,
-    ExperimentFailed,
-    pipeline_commands,
-    run_stages,
-)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path("build/experiments")
 # what reports/<name>/ receives from the work folder, as (source, name there)
 REPORTED = [
@@ -117,7 +118,7 @@ def prepare_workdir(
     work.mkdir(parents=True, exist_ok=True)
     names = ", ".join(str(c) for c in configs)
     body = yaml.safe_dump(params.model_dump(mode="json"), sort_keys=False)
-    header = f"# params.yaml with the keys of {names} over it (python -m orchestry.experiment)"
+    header = f"# params.yaml with the keys of {names} over it (python -m orchestry.bookkeeping.experiment)"
     io.write_text(work / "params.yaml", f"{header}\n{body}")
     sets = (*paths.PROBLEM_DIRS.values(), paths.STORY_DATA, paths.WRITING_DATA)
     targets = {rel: ROOT / rel for rel in sets}
@@ -167,7 +168,7 @@ def methods_table(methods: list[Path]) -> str:
     lines = [
         "# Methods on the test split",
         "",
-        "Written by `python -m orchestry.experiment` from methods/*.json (95% bootstrap CIs over "
+        "Written by `python -m orchestry.bookkeeping.experiment` from methods/*.json (95% bootstrap CIs over "
         "tasks); do not edit.",
         "",
         "| Method | Return | pass@1 | Test pass rate | Tokens/answer |",
@@ -186,9 +187,13 @@ def methods_table(methods: list[Path]) -> str:
 
 
 def experiment_code() -> list[str]:
-    """The code an experiment runs: every stage's import closure and the runner itself."""
-    files = {f for stage in code_deps.STAGES for f in code_deps.stage_code(stage)}
-    return sorted(files | {"orchestry/experiment.py", "orchestry/stage_runs.py"})
+    """The code an experiment runs: every stage's import closure with every plug-in params may
+    select, and the runner itself."""
+    chosen = plugins.every_plugin()
+    files = {f for stage in code_deps.STAGES for f in code_deps.stage_code(stage, chosen)}
+    return sorted(
+        files | {"orchestry/bookkeeping/experiment.py", "orchestry/bookkeeping/stage_runs.py"}
+    )
 
 
 def report(
@@ -273,7 +278,7 @@ def git_state_of_runner() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m orchestry.experiment", description=__doc__.splitlines()[0]
+        prog="python -m orchestry.bookkeeping.experiment", description=__doc__.splitlines()[0]
     )
     parser.add_argument(
         "configs", nargs="+", type=Path, help="YAML files of params keys, applied in order"
@@ -362,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 1
     given = sys.argv[1:] if argv is None else argv
-    command = " ".join(["python -m orchestry.experiment", *given]) if started else ""
+    command = " ".join(["python -m orchestry.bookkeeping.experiment", *given]) if started else ""
     report(work, out, args.configs, times, started, command)
     log(f"done in {sum(times.values()):.0f} s of stages; report in {out}")
     return 0

@@ -18,8 +18,8 @@ import math
 
 import torch
 
-from orchestry.agents.lora import triton_sampler
-from orchestry.agents.lora.triton_support import usable
+import orchestry.agents.lora.cuda.triton_sampler as triton_sampler
+from orchestry.agents.lora.cuda.triton_support import usable
 
 NUCLEUS_STEPS = 30
 """Bisection steps of `nucleus_floor`: a probability is at most 1.0, whose float32 bit pattern

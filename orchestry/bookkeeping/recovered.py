@@ -6,7 +6,7 @@ code's import closure *at that commit* (the closure is read with today's rules f
 null where today's rules cannot read that tree), the params from its params.yaml, its config files, the
 hardware and wall time it recorded, marked `"recovered": "from git history"`. Whether a result is
 current (its code hash equals today's) is not stored: reports/README.md says it from today's code.
-`python -m orchestry.recovered` writes the missing ones (never over an existing manifest); with
+`python -m orchestry.bookkeeping.recovered` writes the missing ones (never over an existing manifest); with
 `--made-now FOLDER` it writes a pipeline folder's manifest from the working tree instead (the end of
 `make seeds` and `make ablations`). No stage imports this module.
 """
@@ -22,21 +22,19 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import yaml
 
-from orchestry import code_deps, paths
-from orchestry.provenance import (
+from orchestry import paths
+from orchestry.bookkeeping import code_deps, plugins
+from orchestry.bookkeeping.provenance import (
     BENCH,
     MANIFEST,
     bench_manifest_path,
     code_hash,
-    hardware,
-    manifest,
 )
 
 ROOT = code_deps.ROOT
@@ -85,7 +83,8 @@ def tree_at(commit: str, into: Path, root: Path = ROOT) -> Path:
 
 def rules_over(tree: Path) -> ModuleType:
     """Today's code_deps, reading the files of `tree` (its ROOT is where the file lies)."""
-    target = tree / "orchestry" / "_code_deps_today.py"
+    target = tree / "orchestry" / "bookkeeping" / "_code_deps_today.py"  # its ROOT: parents[2]
+    target.parent.mkdir(exist_ok=True)
     target.write_text(Path(code_deps.__file__).read_text())
     spec = importlib.util.spec_from_file_location(f"code_deps_at_{id(tree)}", target)
     assert spec is not None and spec.loader is not None
@@ -123,11 +122,18 @@ def producing_code(rules: ModuleType, kind: str, name: str) -> list[str]:
         stages = PIPELINE_FOLDERS[name][0]
     else:
         stages = tuple(s for s in rules.STAGES if (root / "orchestry/stages" / f"{s}.py").is_file())
-    files = {f for stage in stages for f in rules.stage_code(stage)}
+    # today's tree: with every plug-in params may select (an older tree imported them plainly)
+    chosen = plugins.every_plugin() if rules is code_deps else []
+    files = {f for stage in stages for f in rules.stage_code(stage, chosen)}
     if kind == "experiment":
         files |= {
             f
-            for f in ("orchestry/experiment.py", "orchestry/stage_runs.py")
+            for f in (
+                "orchestry/bookkeeping/experiment.py",
+                "orchestry/bookkeeping/stage_runs.py",
+                "orchestry/experiment.py",  # where they stood before bookkeeping/
+                "orchestry/stage_runs.py",
+            )
             if (root / f).is_file()
         }
     return sorted(files)
@@ -179,7 +185,9 @@ def configs_in_order(folder: Path) -> list[str]:
     params.yaml's header names them), else in name order from its config-*.yaml copies."""
     params = folder / "params.yaml"
     header = params.read_text().splitlines()[0] if params.is_file() else ""
-    if header.startswith(HEADER) and header.endswith(" over it (python -m orchestry.experiment)"):
+    if header.startswith(HEADER) and header.endswith(
+        " over it (python -m orchestry.bookkeeping.experiment)"
+    ):
         named = header.removeprefix(HEADER).split(" over it")[0]
         return [name.strip() for name in named.split(",")]
     return [
@@ -191,7 +199,7 @@ def configs_in_order(folder: Path) -> list[str]:
 def experiment_command(folder: Path) -> str:
     """The runner's command that makes a folder, from the config files it was made from."""
     names = " ".join(configs_in_order(folder))
-    return f"python -m orchestry.experiment {names} --name {folder.name}"
+    return f"python -m orchestry.bookkeeping.experiment {names} --name {folder.name}"
 
 
 def read_json(path: Path) -> Any:
@@ -258,19 +266,23 @@ def write_missing(root: Path = ROOT) -> list[Path]:
 
 def made_now(folder: Path, root: Path = ROOT) -> dict[str, Any]:
     """The manifest of a pipeline folder just made by the working tree's code (`make seeds`,
-    `make ablations` write theirs so): commit, dirty, code hash, params.yaml, machine, date."""
+    `make ablations` write theirs so): the code hash, params.yaml and the command, the same for the
+    same code and params (like a stage's: its commit is the git commit holding it, which
+    reports/README.md reads from git)."""
     if folder.name not in PIPELINE_FOLDERS:
         raise ValueError(f"{folder}: not one of {', '.join(PIPELINE_FOLDERS)}")
     files = producing_code(code_deps, "pipeline", folder.name)
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    record = manifest(root, files, params, hardware(), time.time(), 0.0)
-    record.pop("wall_s")
-    return {**record, "command": PIPELINE_FOLDERS[folder.name][1]}
+    return {
+        "code_sha256": code_hash(root, files),
+        "code_files": len(files),
+        "params": yaml.safe_load((root / "params.yaml").read_text()),
+        "command": PIPELINE_FOLDERS[folder.name][1],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m orchestry.recovered", description=__doc__.splitlines()[0]
+        prog="python -m orchestry.bookkeeping.recovered", description=__doc__.splitlines()[0]
     )
     parser.add_argument(
         "--made-now",

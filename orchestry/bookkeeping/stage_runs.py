@@ -19,12 +19,14 @@ from pathlib import Path
 
 import yaml
 
-from orchestry import code_deps, io
-from orchestry.provenance import code_hash
+from orchestry import io
+from orchestry.bookkeeping import code_deps, fingerprint
+from orchestry.params import Params, load_params
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STATE = ".experiment"  # in the work folder: one stamp per finished stage, the stage times
 OPTIONAL = Path("optional/dvc.yaml")  # opt-in stages: run only when `--only` names them
+FINGERPRINTS = "fingerprints"  # dvc.yaml's first stage: writes the others' code fingerprints
 
 
 class ExperimentFailed(Exception):
@@ -57,9 +59,13 @@ def with_params(cmd: str, params_file: str) -> list[str]:
     return [sys.executable, "-m", "orchestry", "--params", params_file, *argv[3:]]
 
 
-def stage_code_hash(name: str) -> str:
-    """A hash of the code a stage runs (its import closure): a stage whose code changed is not done."""
-    return code_hash(ROOT, code_deps.stage_code(name.split("@")[0]))
+def stage_code_hash(name: str, params: Params) -> str:
+    """A hash of the code a stage runs for these params (its fingerprint): a stage whose code
+    changed is not done. The `fingerprints` stage's: every stage's (its outputs)."""
+    stage = name.split("@")[0]
+    stages = [stage] if stage in code_deps.STAGES else list(code_deps.STAGES)
+    text = "".join(fingerprint.fingerprint(s, params) for s in stages)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def stage_io(dvc_yaml: Path) -> dict[str, tuple[set[str], set[str]]]:
@@ -109,8 +115,9 @@ def run_stages(
 ) -> dict[str, float]:
     """Every stage not yet done, but those in `skip` (and, when `only` names stages, but those it
     does not name); returns the wall seconds each stage has taken so far. A stage is done when its
-    stamp (over the params, `origin`, its command, its code and the stages before it) matches the one
-    it left: after a code change that stage and every later one run again.
+    stamp (over the params, `origin`, its command, its code and the stamps of the stages whose
+    outputs it reads) matches the one it left: after a code change that stage and the stages that
+    read it run again, no other.
     Stages start in dvc.yaml's order, up to `jobs` at once, each once the stages whose outputs it
     reads have finished; after a failure no new stage starts and the running ones finish."""
     state = work / STATE
@@ -122,11 +129,17 @@ def run_stages(
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
     start = (work / "params.yaml").read_text() + origin
-    stamp = hashlib.sha256(start.encode()).hexdigest()
+    params = load_params(work / "params.yaml")
     optional = {n for n, _ in stage_commands(ROOT / OPTIONAL)}
+    needs = stage_needs()
+    stamps: dict[str, str] = {}
     todo: list[tuple[str, str, str]] = []  # (name, command, stamp) of the stages to run, in order
     for name, cmd in pipeline_commands():
-        stamp = hashlib.sha256(f"{stamp}\n{cmd}\n{stage_code_hash(name)}".encode()).hexdigest()
+        # over the params, its command, its code and the stamps of the stages it reads (not the
+        # fingerprints': its own code hash is its fingerprint)
+        read = "".join(stamps[n] for n in sorted(needs[name] - {FINGERPRINTS}))
+        text = f"{start}\n{cmd}\n{stage_code_hash(name, params)}\n{read}"
+        stamp = stamps[name] = hashlib.sha256(text.encode()).hexdigest()
         done = state / f"{name}.done"
         if name in skip:
             log(f"{name}: skipped (--trained)")
@@ -137,7 +150,6 @@ def run_stages(
         else:
             done.unlink(missing_ok=True)
             todo.append((name, cmd, stamp))
-    needs = stage_needs()
     waiting = {name for name, _, _ in todo}
     running: dict[str, tuple[subprocess.Popen, float, str]] = {}
     failed: list[str] = []

@@ -20,7 +20,8 @@ weights:
 The rows of adapter a get peft's LoRA term (the other blocks are multiplied by 0), so the gradient of
 each adapter is the one of a pass over its rows alone, up to float rounding; the terms are computed
 in the base's dtype (bfloat16 on a GPU), where peft computes them in the adapters' float32. Plain
-LoRA without dropout only; `supports_written` says when this applies.
+LoRA without dropout only; `supports_written` says when this applies (`engine.written_applies`,
+the CPU side's choice of the update's path, asks it).
 """
 
 from __future__ import annotations
@@ -32,20 +33,18 @@ import torch
 from peft import PeftModel
 from peft.tuners.lora import LoraLayer
 
-from orchestry.agents.lora.fused import frozen_concat, rotate
-from orchestry.agents.lora.graph_decode import supports
-from orchestry.agents.lora.kv_prefix import checkpointing, distinct_prompts, pad_rows, upload
-from orchestry.agents.lora.triton_decode import GatedSilu, fused_silu
-from orchestry.agents.lora.triton_logprob import token_logprobs
-from orchestry.agents.lora.triton_support import usable
-
-
-def written_applies(model: PeftModel, path: str | None) -> bool:
-    """Whether the update takes this path: `path` "written" where it applies, "peft" never, None
-    (the default) on a GPU where it applies."""
-    if path == "peft" or (path is None and next(model.parameters()).device.type != "cuda"):
-        return False
-    return supports_written(model)
+from orchestry.agents.lora.cuda.fused import frozen_concat, rotate
+from orchestry.agents.lora.cuda.graph_decode import supports
+from orchestry.agents.lora.cuda.triton_decode import GatedSilu, fused_silu
+from orchestry.agents.lora.cuda.triton_logprob import token_logprobs
+from orchestry.agents.lora.cuda.triton_support import usable
+from orchestry.agents.lora.kv_prefix import (
+    checkpointing,
+    distinct_prompts,
+    pad_rows,
+    target_logprobs,
+    upload,
+)
 
 
 def supports_written(model: PeftModel) -> bool:
@@ -185,9 +184,7 @@ class WrittenForward:
         mask = inputs.comp_real.to(torch.float32)
         if usable(logits):  # two kernels over the logits, no float32 copy (triton_logprob)
             return token_logprobs(logits, inputs.comp_ids) * mask, mask
-        logits = logits.float()
-        chosen = logits.gather(-1, inputs.comp_ids.unsqueeze(-1)).squeeze(-1)
-        return (chosen - torch.logsumexp(logits, dim=-1)) * mask, mask
+        return target_logprobs(logits, inputs.comp_ids) * mask, mask
 
     def _forward(
         self,

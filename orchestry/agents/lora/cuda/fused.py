@@ -10,8 +10,8 @@ from collections.abc import Sequence
 import torch
 from peft.tuners.lora import LoraLayer
 
-from orchestry.agents.lora.triton_layer import lora_expand
-from orchestry.agents.lora.triton_support import usable
+from orchestry.agents.lora.cuda.triton_layer import lora_expand
+from orchestry.agents.lora.cuda.triton_support import usable
 
 
 class Fused:

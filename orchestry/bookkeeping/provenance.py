@@ -22,6 +22,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from orchestry import paths
+
 MANIFEST = "manifest.json"  # in every folder of reports/
 RUN_LOGS = Path("logs")  # untracked: each stage run's machine, date, wall time and commit
 BENCH = Path("results/bench")  # the benchmarks' records
@@ -107,7 +109,7 @@ def write_bench_manifest(record: Path, script: str, argv: list[str], started: fl
     """The manifest beside a benchmark's record: its code (the script, the sibling scripts and our
     modules it imports), its command line in place of params, the machine, the date and the wall time
     since `started`. Benchmarks call it after writing `record`."""
-    from orchestry import code_deps  # the import graph, read only here
+    from orchestry.bookkeeping import code_deps  # the import graph, read only here
 
     files = code_deps.script_code(Path(script))
     made = manifest(
@@ -118,18 +120,30 @@ def write_bench_manifest(record: Path, script: str, argv: list[str], started: fl
     return path
 
 
+def fingerprint_path(stage: str) -> Path:
+    """Where a stage's code fingerprint lies (bookkeeping/fingerprint.py writes it)."""
+    return paths.FINGERPRINTS / f"{stage}.txt"
+
+
+def read_fingerprint(stage: str) -> dict[str, str]:
+    """A stage's written fingerprint as {file: hash of its code}."""
+    lines = fingerprint_path(stage).read_text().splitlines()
+    return {f: h for h, f in (line.split("  ", 1) for line in lines if line)}
+
+
 def stage_manifest(stage: str, params: dict[str, Any]) -> dict[str, Any]:
     """A pipeline stage's manifest, the same for the same code and params (DVC and git keep it
-    unchanged when nothing changed): the stage, its code's hash (the import closure) and the params.
-    The commit of a committed result is the git commit holding it (dvc.lock there has its inputs'
-    hashes); the run's machine, date and wall time are in `run_record`'s file, kept out of git."""
-    from orchestry import code_deps  # the import graph
-
-    files = code_deps.stage_code(stage)
+    unchanged when nothing changed): the stage, its code (the fingerprint the stage ran with:
+    each file and the hash of its code, and one hash over them) and the params. The commit of a
+    committed result is the git commit holding it (dvc.lock there has its inputs' hashes); the
+    run's machine, date and wall time are in `run_record`'s file, kept out of git."""
+    text = fingerprint_path(stage).read_text()
+    code = read_fingerprint(stage)
     return {
         "stage": stage,
-        "code_sha256": code_hash(code_deps.ROOT, files),
-        "code_files": len(files),
+        "code_sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "code_files": len(code),
+        "code": code,
         "params": params,
     }
 
@@ -137,9 +151,9 @@ def stage_manifest(stage: str, params: dict[str, Any]) -> dict[str, Any]:
 def write_run_record(stage: str, started: float, root: Path) -> Path:
     """logs/<stage>.run.json (gitignored): what differs between two runs of the same code and
     params: the commit and dirty flag at run time, the machine, the date and the wall time."""
-    from orchestry import code_deps
+    from orchestry.bookkeeping import code_deps
 
-    commit, dirty = git_state(code_deps.ROOT, code_deps.stage_code(stage))
+    commit, dirty = git_state(code_deps.ROOT, read_fingerprint(stage))
     record = {
         "stage": stage,
         "commit": commit,

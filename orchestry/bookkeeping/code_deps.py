@@ -9,11 +9,12 @@ same files, and tests/test_architecture.py fails when the two drift.
 from __future__ import annotations
 
 import ast
-import re
+import hashlib
+from collections.abc import Iterable
 from pathlib import Path
 
 PACKAGE = "orchestry"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 STAGES = (
     "prepare",
     "smoke",
@@ -30,9 +31,7 @@ STAGES = (
 )
 # The CLI's commands beside the stages (schema, params-doc, deps, show): cli.py imports them inside
 # `main`, only when one is asked for, so they are no stage's code (a test checks the import is lazy).
-CLI_COMMANDS = ("orchestry.commands",)
-# The pipeline files whose stages list their code (`with_stage_code`).
-DVC_FILES = (ROOT / "dvc.yaml", ROOT / "optional" / "dvc.yaml")
+CLI_COMMANDS = ("orchestry.bookkeeping.commands",)
 # Modules that run other files of the package by path rather than importing them.
 READ_AS_FILES = {
     "orchestry.envs.code.sandbox.isolation": (
@@ -97,13 +96,55 @@ def import_closure(*roots: str) -> set[str]:
     return seen
 
 
-def stage_code(stage: str) -> list[str]:
-    """The source files (relative to the project root) that `python -m orchestry <stage>` runs."""
+def constant(module: str, name: str) -> object:
+    """The literal a module assigns to `name` at its top level, read without importing it (where a
+    registry keeps the dotted path of a plug-in it imports by name)."""
+    path = module_file(module)
+    if path is None:
+        raise ValueError(f"{module} is not a module of {PACKAGE}")
+    for node in ast.parse(path.read_text(), str(path)).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        if isinstance(target, ast.Name) and target.id == name and node.value is not None:
+            return ast.literal_eval(node.value)
+    raise ValueError(f"{module} assigns no {name}")
+
+
+def stage_code(stage: str, plugins: Iterable[tuple[str, str]] = ()) -> list[str]:
+    """The source files (relative to the project root) that `python -m orchestry <stage>` runs:
+    its module's import closure, plus each plug-in `(registry, module)` whose registry module is in
+    it (the modules params select by name: the environment, the CUDA engine, Claude, the pipeline),
+    followed until no chosen plug-in is left out."""
     if stage not in STAGES:
         raise ValueError(f"unknown stage {stage!r}; stages are {', '.join(STAGES)}")
+    chosen = list(plugins)
     closure = import_closure(f"{PACKAGE}.__main__", f"{PACKAGE}.stages.{stage}")
+    while True:
+        more = {m for registry, m in chosen if registry in closure and m not in closure}
+        if not more:
+            break
+        closure |= import_closure(*more)
     files = {module_file(m) for m in closure}
     return sorted(str(f.relative_to(ROOT)) for f in files if f is not None)
+
+
+def _without_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+        body = getattr(node, "body", None) if isinstance(node, kinds) else None
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            if isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
+    return tree
+
+
+def code_digest(path: Path) -> str:
+    """sha256 of what a file does: for Python its syntax tree without docstrings (comments and
+    layout are not in it), so editing prose reruns nothing; other files byte for byte."""
+    data = path.read_bytes()
+    if path.suffix == ".py":
+        tree = _without_docstrings(ast.parse(data, str(path)))
+        data = ast.dump(tree, annotate_fields=False, include_attributes=False).encode()
+    return hashlib.sha256(data).hexdigest()
 
 
 def script_code(script: Path) -> list[str]:
@@ -124,47 +165,3 @@ def script_code(script: Path) -> list[str]:
                 todo.append(path.parent / f"{name}.py")
     files = {module_file(m) for m in import_closure(*modules)} if modules else set()
     return sorted(str(f.relative_to(ROOT)) for f in files | scripts if f is not None)
-
-
-_STAGE = re.compile(r"^  ([A-Za-z_]\w*):\s*$")
-_CODE_DEP = re.compile(r"^(\s+)- orchestry/\S+\s*$")
-_DEPS = re.compile(r"^(\s+)deps:\s*$")
-
-
-def with_stage_code(dvc_yaml: str) -> str:
-    """`dvc_yaml` with each stage's `orchestry/` deps replaced by `stage_code(stage)`, in place of
-    the old ones (or first under `deps:`); other deps, comments and layout are kept."""
-    out: list[str] = []
-    stage: str | None = None
-    written: set[str] = set()
-    lines = dvc_yaml.splitlines(keepends=True)
-    for i, line in enumerate(lines):
-        match = _STAGE.match(line)
-        if match:
-            stage = match.group(1)
-        code = _CODE_DEP.match(line)
-        if code and stage is not None:
-            if stage not in written:
-                out += [f"{code.group(1)}- {f}\n" for f in stage_code(stage)]
-                written.add(stage)
-            continue
-        out.append(line)
-        deps = _DEPS.match(line)
-        nxt = lines[i + 1] if i + 1 < len(lines) else ""
-        if deps and stage is not None and stage not in written and not _CODE_DEP.match(nxt):
-            indent = deps.group(1) + "  "
-            out += [f"{indent}- {f}\n" for f in stage_code(stage)]
-            written.add(stage)
-    return "".join(out)
-
-
-def first_stale_stage(current: str, wanted: str) -> str:
-    """The stage of the first line where two versions of a dvc.yaml differ."""
-    stage = "<top>"
-    for have, want in zip(current.splitlines(), wanted.splitlines(), strict=False):
-        match = _STAGE.match(want)
-        if match:
-            stage = match.group(1)
-        if have != want:
-            return stage
-    return stage

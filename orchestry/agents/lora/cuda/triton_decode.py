@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from orchestry.agents.lora.triton_support import tl, triton, usable
+from orchestry.agents.lora.cuda.triton_support import tl, triton, usable
 
 COLUMNS = 64
 """Key columns an attention program reads at a time."""

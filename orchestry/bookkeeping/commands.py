@@ -2,7 +2,7 @@
 
 They write documents derived from the code (the params schema and reference, dvc.yaml's code
 dependencies) or render episodes in the terminal. `cli.py` imports this module only when one of them is
-asked for, so no stage's code closure holds it (orchestry/code_deps.py `CLI_COMMANDS`): editing the
+asked for, so no stage's code closure holds it (orchestry/bookkeeping/code_deps.py `CLI_COMMANDS`): editing the
 params reference generator does not rerun the pipeline.
 """
 
@@ -11,8 +11,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from orchestry import code_deps, paths
-from orchestry.params_doc import first_difference, json_schema_text, with_params_reference
+from orchestry import paths
+from orchestry.bookkeeping import code_deps
+from orchestry.bookkeeping.params_doc import (
+    first_difference,
+    json_schema_text,
+    with_params_reference,
+)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,24 +57,30 @@ def _params_doc(check: bool) -> int:
 
 
 def _deps(check: bool) -> int:
-    for path in code_deps.DVC_FILES:
-        current = path.read_text()
-        try:
-            wanted = code_deps.with_stage_code(current)
-        except ValueError as err:
-            print(f"error: {path}: {err}", file=sys.stderr)
-            return 1
-        if wanted == current:
-            continue
-        if check:
-            stale = code_deps.first_stale_stage(current, wanted)
+    """Write each stage's fingerprint for params.yaml (with --check: say which is stale)."""
+    from orchestry.bookkeeping import fingerprint
+    from orchestry.params import ParamsError, load_params
+
+    try:
+        params = load_params()
+    except ParamsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if check:
+        stale = [
+            str(fingerprint.path(s))
+            for s in code_deps.STAGES
+            if not fingerprint.path(s).is_file()
+            or fingerprint.path(s).read_text() != fingerprint.fingerprint(s, params)
+        ]
+        if stale:
             print(
-                f"error: {path}: stage {stale} lists other code than its import closure; "
-                "run `python -m orchestry deps`",
-                file=sys.stderr,
+                f"error: stale: {', '.join(stale)}; run `python -m orchestry deps`", file=sys.stderr
             )
             return 1
-        path.write_text(wanted)
+        return 0
+    for written in fingerprint.write_all(params):
+        print(f"wrote {written}")
     return 0
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from orchestry.agents.lora.triton_support import tl, triton
+from orchestry.agents.lora.cuda.triton_support import tl, triton
 
 ROWS = 64
 """Rows a `lora_expand` program covers."""

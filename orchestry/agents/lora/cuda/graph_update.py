@@ -19,14 +19,15 @@ nothing against peft's per-adapter passes.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from peft import PeftModel
 
+from orchestry.agents.lora.cuda.written_update import PassInputs, WrittenForward, pass_inputs
+from orchestry.agents.lora.engine import RowLoss
 from orchestry.agents.lora.kv_prefix import upload
-from orchestry.agents.lora.written_update import PassInputs, WrittenForward, pass_inputs
 
 ROW_BUCKET = 32
 """A pass's rows are padded to a multiple of this many (padding rows weigh 0); a pass of fewer rows
@@ -45,8 +46,6 @@ RECORD = True
 """Whether passes on a GPU are recorded and replayed (False: run eagerly, for comparisons)."""
 PAD_ON_CPU = False
 """Whether a pass on a CPU is laid out in the bucketed shape too (the tests' padding check)."""
-RowLoss = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
-"""(advantages, log-prob sums, token counts) -> each row's loss; hashable (`algos/magrpo.RowLoss`)."""
 WARMUP_RUNS = 2
 """Eager runs on a side stream before a capture (cuBLAS and autograd set up outside the graph)."""
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from orchestry.agents.lora.triton_support import tl, triton
+from orchestry.agents.lora.cuda.triton_support import tl, triton
 
 BLOCK = 4096
 """Vocabulary entries a program reads at a time."""
