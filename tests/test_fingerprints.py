@@ -76,6 +76,12 @@ def test_a_docstring_or_comment_is_no_code_change(tmp_path):
     before = code_deps.code_digest(source)
     source.write_text('"""Two."""\n\n\ndef f(x):\n    """Other doc."""\n\n    return x + 1\n')
     assert code_deps.code_digest(source) == before
+    source.write_text("def f(x):\n    return x + 1\n")  # no docstrings at all
+    assert code_deps.code_digest(source) == before
+    source.write_text('X = 1\n"""What X is."""\n')
+    attribute = code_deps.code_digest(source)
+    source.write_text('X = 1\n"""What X is, said otherwise."""\n')
+    assert code_deps.code_digest(source) == attribute
     source.write_text('"""Two."""\n\n\ndef f(x):\n    """Other doc."""\n    return x + 2\n')
     assert code_deps.code_digest(source) != before
 
@@ -95,7 +101,8 @@ def test_a_stage_fails_when_a_registry_forgets_a_plug_in(tmp_path):
     raw = tiny_params(env={"name": "writing"}, prepare={"sets": sets})
     raw["model"]["agents"] = ["first", "second"]
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
-    (tmp_path / "data").symlink_to(ROOT / "data")
+    (tmp_path / "data").mkdir()  # the input alone: prepare writes data/prepared/ here
+    (tmp_path / "data/writing").symlink_to(ROOT / "data/writing")
     ok = run_stage(tmp_path, "prepare")
     assert ok.returncode == 0, ok.stderr[-2000:]
     written = (tmp_path / "results/fingerprints/prepare.txt").read_text()

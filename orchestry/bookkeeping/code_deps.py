@@ -128,12 +128,23 @@ def stage_code(stage: str, plugins: Iterable[tuple[str, str]] = ()) -> list[str]
 
 
 def _without_docstrings(tree: ast.AST) -> ast.AST:
+    """`tree` without its string statements: docstrings of modules, classes and functions, and
+    the ones under assignments (no-ops when run; only prose)."""
     for node in ast.walk(tree):
-        kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
-        body = getattr(node, "body", None) if isinstance(node, kinds) else None
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-            if isinstance(body[0].value.value, str):
-                node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
+        for field in ("body", "orelse", "finalbody"):
+            body = getattr(node, field, None)
+            if not isinstance(body, list) or not body or not isinstance(body[0], ast.stmt):
+                continue
+            kept = [
+                stmt
+                for stmt in body
+                if not (
+                    isinstance(stmt, ast.Expr)
+                    and isinstance(stmt.value, ast.Constant)
+                    and isinstance(stmt.value.value, str)
+                )
+            ]
+            setattr(node, field, kept or [ast.Pass()])
     return tree
 
 

@@ -1,9 +1,9 @@
 """The CLI's commands beside the stages: `schema`, `params-doc`, `deps`, `show` and `serve`.
 
-They write documents derived from the code (the params schema and reference, dvc.yaml's code
-dependencies) or render episodes in the terminal. `cli.py` imports this module only when one of them is
-asked for, so no stage's code closure holds it (orchestry/bookkeeping/code_deps.py `CLI_COMMANDS`): editing the
-params reference generator does not rerun the pipeline.
+They write documents derived from the code (the params schema and reference, the stages' code
+fingerprints), render episodes in the terminal or serve the team. `cli.py` hands a command's argv here
+and imports this module only then, so no stage's code closure holds it (bookkeeping/code_deps.py
+`CLI_COMMANDS`): editing a command reruns no stage.
 """
 
 from __future__ import annotations
@@ -18,6 +18,103 @@ from orchestry.bookkeeping.params_doc import (
     json_schema_text,
     with_params_reference,
 )
+from orchestry.cli import global_options, setup_logging
+
+
+def main(argv: list[str]) -> int:
+    """`python -m orchestry [--params F] [--log F] <command> ...` (cli.main hands commands here)."""
+    args = build_parser().parse_args(argv)
+    setup_logging(args.log)
+    return run(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = global_options(
+        argparse.ArgumentParser(prog="python -m orchestry", description=__doc__.splitlines()[0])
+    )
+    _add_command_parsers(parser.add_subparsers(dest="stage", required=True))
+    return parser
+
+
+def _add_command_parsers(sub: argparse._SubParsersAction) -> None:
+    """The parsers of the commands beside the stages (run by orchestry/bookkeeping/commands.py)."""
+    sub.add_parser("schema", help=f"write {paths.PARAMS_SCHEMA} from the params schema")
+    doc = sub.add_parser(
+        "params-doc",
+        help=f"write the params reference of {paths.PARAMS_DOC} from the params schema",
+    )
+    doc.add_argument(
+        "--check",
+        action="store_true",
+        help=f"write nothing; exit 1 naming the first differing line if {paths.PARAMS_DOC} is stale",
+    )
+    deps = sub.add_parser(
+        "deps",
+        help="write each stage's code fingerprint (results/fingerprints/<stage>.txt) for params.yaml",
+    )
+    deps.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 naming the stale fingerprints",
+    )
+    show = sub.add_parser("show", help="render episodes of a rollouts/generations file")
+    show.add_argument(
+        "file",
+        nargs="?",
+        default=str(paths.ROLLOUTS),
+        help=f"JSONL rows (default: {paths.ROLLOUTS})",
+    )
+    show.add_argument(
+        "--pick",
+        default=None,
+        help="best or worst (by return), random (--seed) or id (--id); default: id with --id, else best",
+    )
+    show.add_argument("--id", dest="problem_id", default=None, help="rows of this problem id")
+    show.add_argument("-n", type=int, default=1, help="how many episodes (default: 1)")
+    show.add_argument("--seed", type=int, default=0, help="seed of --pick random (default: 0)")
+    show.add_argument("--width", type=int, default=None, help="columns (default: the terminal's)")
+    _add_serve_parser(sub)
+
+
+def _add_serve_parser(sub: argparse._SubParsersAction) -> None:
+    serve = sub.add_parser(
+        "serve", help="the trained team and its agents over an OpenAI-compatible HTTP server"
+    )
+    serve.add_argument(
+        "--params",
+        dest="serve_params",
+        default=None,
+        help="params file of the model, agents and sampling defaults (default: the global --params)",
+    )
+    serve.add_argument(
+        "--adapters",
+        default=str(paths.ADAPTERS),
+        help=f"the agents' adapters, a stage's output folder (default: {paths.ADAPTERS})",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port; 0 = any free (default: 8000)")
+    serve.add_argument("--team-name", default="team", help="the team's model name (default: team)")
+    serve.add_argument(
+        "--max-batch", type=int, default=16, help="most requests per generate call (default: 16)"
+    )
+    serve.add_argument(
+        "--max-queue",
+        type=int,
+        default=256,
+        help="most waiting requests; more get 429 (default: 256)",
+    )
+    serve.add_argument(
+        "--batch-wait-ms",
+        type=float,
+        default=10.0,
+        help="how long a batch waits for more requests once one waits (default: 10)",
+    )
+    serve.add_argument(
+        "--max-tokens-limit",
+        type=int,
+        default=1024,
+        help="the most max_tokens a request may ask for (default: 1024)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

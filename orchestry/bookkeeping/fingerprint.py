@@ -8,13 +8,15 @@ manifest embeds the same lines. The closure follows the plug-ins params select b
 `env.name`'s environment, the CUDA engine when `model.device` is not cpu, the Claude backend when a
 setting calls Claude, the pipeline module under `train.parallel: pipeline`.
 
-The stage keeps it honest (`cli.main`): before it runs, its fingerprint must be the one these params
-and this code give (else it stops: run `python -m orchestry deps`); after, every package module it
-loaded must be in it (else a registry imports code the fingerprint does not follow).
+The stage keeps it honest (`cli.main`): before it runs, it writes its own fingerprint anew (the same
+file DVC wrote, unless the code changed since); after, every package module loaded in its process
+must be in it (else a registry imports code the fingerprint does not follow, and the stage fails
+naming the module).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -67,26 +69,11 @@ def write_all(params: Params, stages: Iterable[str] = code_deps.STAGES) -> list[
         if target.is_file() and target.read_text() == text:
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".tmp")
+        tmp = target.with_suffix(f".{os.getpid()}.tmp")  # ranks of one run write it at once
         tmp.write_text(text)
         tmp.replace(target)
         written.append(target)
     return written
-
-
-def check_fresh(stage: str, params: Params) -> None:
-    """StaleFingerprint unless the stage's fingerprint is the one these params and code give."""
-    target = path(stage)
-    if not target.is_file():
-        raise StaleFingerprint(f"{target} is missing; run `python -m orchestry deps`")
-    have, want = files(stage), fingerprint(stage, params)
-    want_files = {f: h for h, f in (line.split("  ", 1) for line in want.splitlines())}
-    if have != want_files:
-        moved = sorted(set(have.items()) ^ set(want_files.items()))
-        raise StaleFingerprint(
-            f"{target} is not the code {stage} runs for these params and this code (first "
-            f"difference: {moved[0][0]}); run `python -m orchestry deps`"
-        )
 
 
 def module_files(modules: Iterable[str]) -> set[str]:
@@ -102,11 +89,10 @@ def module_files(modules: Iterable[str]) -> set[str]:
     return found
 
 
-def check_loaded(stage: str, before: Iterable[str] = ()) -> None:
-    """StaleFingerprint naming each package module loaded since `before` (the modules loaded
-    when the stage began) that the stage's fingerprint does not hold."""
-    loaded = module_files(set(sys.modules) - set(before))
-    missing = sorted(loaded - set(files(stage)))
+def check_loaded(stage: str) -> None:
+    """StaleFingerprint naming each package module loaded in this process (or run by path by
+    one) that the stage's fingerprint does not hold."""
+    missing = sorted(module_files(list(sys.modules)) - set(files(stage)))
     if missing:
         raise StaleFingerprint(
             f"stage {stage} ran code its fingerprint ({path(stage)}) does not hold: "

@@ -21,6 +21,7 @@ import logging
 import random
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -77,19 +78,33 @@ def settings(params: Params, cost_weight: float) -> OrchestratorSettings:
     )
 
 
+@dataclass(frozen=True)
+class StateView:
+    """What the orchestrator's state shows of a transcript (`orchestrate.state_*`, `max_steps`)."""
+
+    chars: int
+    tokens: int
+    max_steps: int
+
+
+def state_view(params: Params) -> StateView:
+    o = params.orchestrate
+    return StateView(o.state_chars, o.state_tokens, o.max_steps)
+
+
 class Episodes:
     """The three callables `rollout_batch` drives, over one list of tasks (episode i: tasks[i]);
     the final outcomes are kept for the rows."""
 
-    def __init__(self, params: Params, pool: AgentPool, policy: TeamPolicy, tasks: list) -> None:
-        self.o, self.pool, self.policy, self.tasks = params.orchestrate, pool, policy, tasks
+    def __init__(self, view: StateView, pool: AgentPool, policy: TeamPolicy, tasks: list) -> None:
+        self.view, self.pool, self.policy, self.tasks = view, pool, policy, tasks
         self.outcomes: dict[int, Any] = {}
 
     def states(self, batch: list[tuple[int, Transcript]]) -> torch.Tensor:
-        texts = [self.pool.state_text(self.tasks[i], t, self.o.state_chars) for i, t in batch]
+        texts = [self.pool.state_text(self.tasks[i], t, self.view.chars) for i, t in batch]
         main = self.pool.env.roles.main
-        emb = mean_hidden_states(self.policy, main, texts, self.o.state_tokens)
-        feats = torch.tensor([self.pool.features(t, self.o.max_steps) for _, t in batch])
+        emb = mean_hidden_states(self.policy, main, texts, self.view.tokens)
+        feats = torch.tensor([self.pool.features(t, self.view.max_steps) for _, t in batch])
         return torch.cat([emb, feats.float()], dim=1)
 
     def acts(self, calls: list[tuple[int, int, Transcript]]) -> list[tuple[Any, float]]:
@@ -123,7 +138,7 @@ def train_head(
     o, lam = params.orchestrate, params.orchestrate.cost_weights[k]
     s = settings(params, lam)
     order = random.Random(params.seed + k).sample(tasks, len(tasks))
-    probe = Episodes(params, pool, policy, order[:1]).states([(0, ())])
+    probe = Episodes(state_view(params), pool, policy, order[:1]).states([(0, ())])
     torch.manual_seed(params.seed + k)
     head = OrchestratorPolicy(probe.shape[1], len(pool.members), o.hidden)
     opt = adam(head, s)
@@ -140,7 +155,7 @@ def train_head(
     with progress_bar(f"orchestrate λ={lam:g}", "updates", o.updates, start) as advance:
         for u in range(start, o.updates):
             batch = [order[(u * o.episodes + j) % len(order)] for j in range(o.episodes)]
-            run = Episodes(params, pool, policy, batch)
+            run = Episodes(state_view(params), pool, policy, batch)
             eps = rollout_batch(head, len(batch), run.states, run.acts, run.scores, s, gen)
             stats, baseline = reinforce_update(head, opt, eps, s, baseline)
             history.append({"cost_weight": lam, "update": u + 1, **stats})
@@ -225,7 +240,7 @@ def run(params: Params) -> None:
     learned, blocks = [], []
     for k, (lam, head) in enumerate(zip(o.cost_weights, heads, strict=True)):
         log.info("learned orchestrator λ = %g on %d test episodes", lam, len(tasks))
-        run_ = Episodes(params, pool, policy, tasks)
+        run_ = Episodes(state_view(params), pool, policy, tasks)
         # decisions sampled, as in training: REINFORCE optimizes the stochastic policy's return,
         # and its argmax can be a different (worse) policy
         picks = torch.Generator().manual_seed(params.seed + 1 + k)
