@@ -299,3 +299,22 @@ def test_shapes_are_bucketed_and_the_embedded_model_is_supported(policy: TeamPol
     assert triton_decode.names_silu(policy.peft_model("aux").get_base_model().config)
     on_gpu = triton_support.usable(decoder.embed.weight)
     assert decoder.fused_attention == decoder.fused_act == on_gpu
+
+
+def test_a_call_that_does_not_fit_the_buffers_is_a_python_error(policy: TeamPolicy) -> None:
+    """Issue 56: on a GPU an index out of bounds is a device-side assert that ends the process.
+    The decoder checks a call against its buffers on the host first and names the sizes."""
+    shape = decode_shape([[1] * 70], sampling(max_new_tokens=4))
+    decoder = GraphDecoder(policy.peft_model("aux"), ("aux", "main"), shape)
+    vocab = decoder.embed.weight.shape[0]
+    calls = {
+        "prompts of up to 200 tokens": ([[1] * 200], [0], 0, {2}),
+        f"token ids 0..{vocab} for {vocab}": ([[1, vocab]], [0], 0, {2}),
+        f"token ids -1..2 for {vocab}": ([[1, 2]], [0], -1, {2}),
+        "adapter indices 0..2 for 2 adapters": ([[1], [1]], [0, 2], 0, {2}),
+        f"17 rows for {ROW_BUCKET}": ([[1]] * 17, [0] * 17, 0, {2}),
+    }
+    for said, (rows, index, pad, stops) in calls.items():
+        with pytest.raises(ValueError, match=said):
+            decoder.run(rows, index, pad, stops)
+    assert len(decoder.run([[1, 2, 3]], [1], 0, {2})[0]) == 4  # a call that fits still runs

@@ -5,6 +5,7 @@ softmax from the head's logits, and the floor and pick of every tuning against t
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -102,3 +103,32 @@ def test_a_chunk_that_is_no_multiple_of_the_reads_is_refused() -> None:
     probs = torch.softmax(_logits(2, torch.float32), -1)
     with pytest.raises(ValueError, match="chunk"):
         triton_sampler.pick(probs, torch.rand(2, device="cuda"), 0.9, chunk=1000)
+
+
+def test_a_uniform_next_to_one_picks_the_torch_forms_token() -> None:
+    """Issue 56: prompt_policy's evaluation on an H200 died in a device-side assert (the embedding
+    of token -1). The row it sampled (SmolLM2's head at T 0.8, top-p 0.95; saved from that run)
+    with the largest float32 below 1 as its uniform: the pick's parallel scan of the chunks' kept
+    masses gave a chunk without kept mass a share of one float32 unit, that chunk claimed the
+    uniform and, holding no kept token, wrote -1. Now the same token as the torch form."""
+    saved = torch.load(Path(__file__).parent / "data" / "sampler_row_of_issue_56.pt")
+    logits, temperature, top_p = saved["logits"], saved["temperature"], saved["top_p"]
+    edge = torch.nextafter(torch.tensor([1.0]), torch.tensor([0.0]))
+    want = draw(logits.float(), edge, temperature, 0, top_p)  # the torch form, on the CPU
+    assert want.item() == 27735
+    for fused in (True, False):
+        got = triton_sampler.sample(logits.cuda(), edge.cuda(), temperature, top_p, fused=fused)
+        assert got.item() == want.item(), fused
+    probs = triton_sampler.softmax(logits.cuda(), temperature)
+    assert triton_sampler.pick(probs, edge.cuda(), top_p).item() == want.item()
+
+
+def test_no_uniform_picks_a_token_outside_the_vocabulary() -> None:
+    """Every row of `_logits`, every top-p, uniforms at both ends of [0, 1): a token of the row."""
+    logits = _logits(64, torch.bfloat16, seed=3)
+    edge = torch.nextafter(torch.tensor(1.0), torch.tensor(0.0)).item()
+    for top_p in (0.5, 0.95, 1.0):
+        for value in (0.0, edge):
+            uniform = torch.full((64,), value, device="cuda")
+            out = triton_sampler.sample(logits, uniform, 0.8, top_p)
+            assert ((out >= 0) & (out < VOCAB)).all(), (top_p, value, out.min(), out.max())

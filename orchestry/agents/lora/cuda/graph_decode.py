@@ -284,6 +284,7 @@ class GraphDecoder:
         """The new tokens of each row (max_new columns, pad after a stop token)."""
         s, b = self.shape, self.shape.rows
         n = len(rows)
+        self._check(rows, row_adapter, pad, stop_ids)
         rows = rows + [rows[0]] * (b - n)  # bucket padding: repeat a row, drop its output
         row_adapter = row_adapter + [row_adapter[0]] * (b - n)
         adapter = torch.tensor(row_adapter, device=self.device)
@@ -321,6 +322,21 @@ class GraphDecoder:
             self._choose(self._forward(ids, positions, None, mask[:, None], prompts))
             self._decode_all()
         return self.out[:n].tolist()
+
+    def _check(self, rows: list[list[int]], index: list[int], pad: int, stops: set[int]) -> None:
+        """ValueError naming the sizes where a call does not fit the buffers (on the device: an
+        index out of bounds, a device-side assert that ends the process)."""
+        s, vocab = self.shape, self.embed.weight.shape[0]
+        ids = [pad, *stops, *(min(r) for r in rows if r), *(max(r) for r in rows if r)]
+        wrong = [
+            (not 0 < len(rows) <= s.rows, f"{len(rows)} rows for {s.rows}"),
+            (max(map(len, rows)) > s.width, f"prompts of up to {max(map(len, rows))} tokens"),
+            (min(ids) < 0 or max(ids) >= vocab, f"token ids {min(ids)}..{max(ids)} for {vocab}"),
+            (len(index) != len(rows) or not 0 <= min(index) <= max(index) < len(self.adapters),
+             f"adapter indices {min(index)}..{max(index)} for {len(self.adapters)} adapters"),
+        ]  # fmt: skip
+        if any(bad for bad, _ in wrong):
+            raise ValueError(f"graph decoder {s}: " + "; ".join(say for bad, say in wrong if bad))
 
     def _decode_all(self) -> None:
         steps, min_new = self.shape.max_new - 1, self.shape.min_new

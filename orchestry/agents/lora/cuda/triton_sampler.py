@@ -240,10 +240,19 @@ if triton is not None:
         if PICK:
             index = tl.arange(0, CHUNKS)
             slot = (((STEPS - 1) * rows + row) * CHUNKS + index) * W + way
-            upto = tl.cumsum(tl.load(part + slot, mask=index < chunks, other=0.0), axis=0)
-            total = tl.max(upto, axis=0)  # running sums of non-negative values: the last is largest
-            end = tl.sum(tl.where(index == chunk, upto, 0.0), axis=0)
-            start_mass = tl.sum(tl.where(index == chunk - 1, upto, 0.0), axis=0)
+            kept = tl.load(part + slot, mask=index < chunks, other=0.0)
+            # the running sum in chunk order, one add at a time: monotone, and a chunk without
+            # kept mass gets an empty share [start, start). tl.cumsum's parallel scan rounded one
+            # such chunk a share of one float32 unit, it claimed a uniform next to 1 and wrote
+            # token -1 (prompt_policy on an H200, issue 56: a device-side assert in the embedding)
+            total = tl.full([], 0.0, tl.float32)
+            start_mass = tl.full([], 0.0, tl.float32)
+            end = tl.full([], 0.0, tl.float32)
+            for c in tl.static_range(CHUNKS):
+                after = total + tl.sum(tl.where(index == c, kept, 0.0), axis=0)
+                start_mass = tl.where(chunk == c, total, start_mass)
+                end = tl.where(chunk == c, after, end)
+                total = after
             target = tl.load(uniform + row) * total
             # [start_mass, end) partition [0, total) exactly; a target rounded up to the total goes
             # to the last chunk holding mass
