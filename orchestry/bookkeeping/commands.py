@@ -115,6 +115,18 @@ def _add_serve_parser(sub: argparse._SubParsersAction) -> None:
         default=1024,
         help="the most max_tokens a request may ask for (default: 1024)",
     )
+    serve.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=1 << 20,
+        help="the largest request body; larger ones get 413 unread (default: 1048576)",
+    )
+    serve.add_argument(
+        "--api-key",
+        default=None,
+        help="requests need `Authorization: Bearer KEY` (default: the ORCHESTRY_API_KEY "
+        "environment variable, which keeps the key out of the process list; unset: no key)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -198,6 +210,9 @@ def _serve(args: argparse.Namespace) -> int:
     """`python -m orchestry serve`: the params' model with the adapters of `--adapters`, the team
     (when env.name is code) and each agent over HTTP (orchestry/serve, docs/serving.md)."""
     import logging
+    import os
+    from collections.abc import Iterator
+    from contextlib import contextmanager
     from pathlib import Path
 
     from orchestry.params import ParamsError, load_params
@@ -209,6 +224,11 @@ def _serve(args: argparse.Namespace) -> int:
     except ParamsError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    from orchestry.serve.auth import KEY_ENV, open_bind_warning
+
+    api_key = args.api_key or os.environ.get(KEY_ENV) or None
+    if warning := open_bind_warning(args.host, api_key):
+        log.warning(warning)
     adapters = Path(args.adapters)
     if not (adapters / "policy.json").is_file():
         print(
@@ -219,13 +239,15 @@ def _serve(args: argparse.Namespace) -> int:
         return 1
     # here, not at the top: the model stack loads only for the server
     from orchestry.agents.lora.base_model import ModelUnavailable
-    from orchestry.serve.app import build_app, run_server
+    from orchestry.serve.app import RequestLimits, build_app, run_server
     from orchestry.serve.batcher import BatchSettings
     from orchestry.serve.models import Served
     from orchestry.stages import from_params
 
     try:
         settings = BatchSettings(args.max_batch, args.max_queue, args.batch_wait_ms / 1000)
+        if args.max_tokens_limit < 1 or args.max_body_bytes < 1:
+            raise ValueError("--max-tokens-limit and --max-body-bytes must be at least 1")
         log.info("loading %s with the adapters of %s", params.model.name, adapters)
         policy = from_params.make_policy(params)
         policy.load_adapters(adapters)
@@ -239,11 +261,36 @@ def _serve(args: argparse.Namespace) -> int:
         )
     env = from_params.make_env(params, training=False) if team else None
 
-    def reseed(seed: int) -> None:
-        """The policy's next generate call samples from `seed` alone (TeamPolicy._call_seed)."""
+    @contextmanager
+    def seeded(seed: int) -> Iterator[None]:
+        """The policy's generate calls inside sample from `seed` alone (TeamPolicy._call_seed);
+        after, its own stream goes on where it was, as if the seeded request never ran."""
+        stream = policy.seed, policy.generate_calls
         policy.seed, policy.generate_calls = seed, 0
+        try:
+            yield
+        finally:
+            policy.seed, policy.generate_calls = stream
 
-    served = Served(policy, params.model.agents, env, args.team_name if team else None, reseed)
-    app = build_app(served, settings, from_params.sampling_spec(params), args.max_tokens_limit)
+    def prompt_tokens(agent: str, messages: list[dict[str, str]]) -> int:
+        return len(policy.prompt_ids(agent, messages))
+
+    def context(agent: str) -> int | None:
+        """The most tokens the agent's base model reads at once (its positions)."""
+        config = policy.peft_model(agent).get_base_model().config
+        return getattr(config, "max_position_embeddings", None)
+
+    contexts = [c for c in map(context, params.model.agents) if c]
+    served = Served(
+        policy,
+        params.model.agents,
+        env,
+        args.team_name if team else None,
+        seeded,
+        prompt_tokens,
+        min(contexts) if contexts else None,
+    )
+    limits = RequestLimits(args.max_tokens_limit, args.max_body_bytes)
+    app = build_app(served, settings, from_params.sampling_spec(params), limits, api_key)
     run_server(app, args.host, args.port)
     return 0

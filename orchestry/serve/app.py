@@ -5,9 +5,12 @@ GET  /v1/models             the served model names
 GET  /health                200 while the worker runs: the models and the queue's depth
 GET  /metrics               Prometheus text format (`metrics.py`)
 
-Errors come in OpenAI's shape (`{"error": {"message", "type", "param"}}`), so the official client
-raises them with the message: 400 a bad field (named), 404 an unknown model, 429 a full queue, 500 a
-failed generation (its message), 503 the server closing.
+A chat request is refused before it joins a batch when anything about it alone is wrong: its body
+(`request_body.py`: size, UTF-8, JSON, nesting, lone surrogates), its fields (`schema.py`), its
+model, task, prompt length or seed (`models.Served.job`). Every error, at every layer, comes in
+OpenAI's shape (`errors.py`): 400 a bad field (named), 401 no key (`auth.py`), 404 an unknown model
+or route, 405 a wrong method, 413 a body over the limit, 429 a full queue (with Retry-After), 500 a
+failed generation, 503 the server closing.
 """
 
 from __future__ import annotations
@@ -19,42 +22,45 @@ import re
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from orchestry.agents.base import SamplingSpec
 from orchestry.envs.code.user_task import NoEntryPoint
 from orchestry.serve import schema
+from orchestry.serve.auth import require_api_key
 from orchestry.serve.batcher import Batcher, BatchSettings, QueueFull, ServerClosing
-from orchestry.serve.metrics import CONTENT_TYPE, ServeMetrics
+from orchestry.serve.errors import RequestError, add_error_handlers
+from orchestry.serve.metrics import CONTENT_TYPE, UNSERVED, ServeMetrics
 from orchestry.serve.models import Reply, Served, UnknownModel
+from orchestry.serve.request_body import read_json
 
 log = logging.getLogger(__name__)
 _PIECE = re.compile(r"\s*\S+|\s+")  # a streamed content delta: a word with the space before it
 
 
-class RequestError(Exception):
-    """A request the server refuses: its HTTP status, message and the field at fault."""
+@dataclass(frozen=True)
+class RequestLimits:
+    """What one request may ask for."""
 
-    def __init__(self, status: int, message: str, kind: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.kind, self.param = status, message, kind, param
+    max_tokens: int
+    """The most max_tokens a request may ask for (--max-tokens-limit)."""
+    max_body_bytes: int = 1 << 20
+    """The largest request body (--max-body-bytes); a larger one is a 413, unread."""
+    retry_after_s: int = 1
+    """What a 429 tells the client to wait (its Retry-After header)."""
 
 
 def sampling_for(req: schema.ChatRequest, defaults: SamplingSpec, limit: int) -> SamplingSpec:
-    """The request's sampling: its temperature (0 = greedy), top_p and max_tokens over the
-    params' defaults; max_tokens above `limit` is a 400 naming it."""
+    """The request's sampling: its temperature (0 = greedy), top_p, max_tokens and stop strings
+    over the params' defaults; max_tokens above `limit` is a 400 naming it."""
     max_tokens = req.max_tokens or req.max_completion_tokens or min(defaults.max_new_tokens, limit)
     if max_tokens > limit:
         field = "max_tokens" if req.max_tokens else "max_completion_tokens"
         raise RequestError(
-            400,
-            f"{field}: {max_tokens} is over this server's limit {limit}",
-            "invalid_request_error",
-            field,
+            400, f"{field}: {max_tokens} is over this server's limit {limit}", param=field
         )
     greedy = req.temperature == 0
     return replace(
@@ -64,13 +70,19 @@ def sampling_for(req: schema.ChatRequest, defaults: SamplingSpec, limit: int) ->
         max_new_tokens=max_tokens,
         min_new_tokens=0,
         do_sample=not greedy,
+        stop=tuple(req.stop),
     )
 
 
 def build_app(
-    served: Served, settings: BatchSettings, defaults: SamplingSpec, max_tokens_limit: int
+    served: Served,
+    settings: BatchSettings,
+    defaults: SamplingSpec,
+    limits: RequestLimits,
+    api_key: str | None = None,
 ) -> FastAPI:
-    """The app over `served`, its batcher started and stopped with the app."""
+    """The app over `served`, its batcher started and stopped with the app; with `api_key`,
+    every path but /health and /metrics needs it (`auth.py`)."""
     metrics = ServeMetrics()
     batcher = Batcher(served, settings, metrics)
 
@@ -86,24 +98,17 @@ def build_app(
         yield
         batcher.close()
 
-    app = FastAPI(title="orchestry", lifespan=lifespan)
+    # no /docs, /redoc, /openapi.json: the API is OpenAI's (docs/serving.md)
+    app = FastAPI(
+        title="orchestry", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
+    )
+    add_error_handlers(app)
+    if api_key:
+        require_api_key(app, api_key)
 
-    @app.exception_handler(RequestValidationError)
-    async def bad_field(_: Request, err: RequestValidationError) -> JSONResponse:
-        first = err.errors()[0]
-        loc = [str(p) for p in first["loc"] if p != "body"]
-        param = ".".join(loc) or None
-        message = f"{param}: {first['msg']}" if param else first["msg"]
-        metrics.requests.labels(model="?", status="400").inc()
-        return JSONResponse(
-            schema.error_body(message, "invalid_request_error", param), status_code=400
-        )
-
-    @app.exception_handler(RequestError)
-    async def refused(_: Request, err: RequestError) -> JSONResponse:
-        return JSONResponse(
-            schema.error_body(err.message, err.kind, err.param), status_code=err.status
-        )
+    def label(model: str | None) -> str:
+        """A metric label: a served name, never a name a client chose."""
+        return model if model in served.names else UNSERVED
 
     @app.get("/health", response_model=None)
     async def health() -> dict | JSONResponse:
@@ -126,12 +131,15 @@ def build_app(
         return Response(metrics.text(), media_type=CONTENT_TYPE)
 
     @app.post("/v1/chat/completions", response_model=None)
-    async def chat(req: schema.ChatRequest) -> dict | StreamingResponse:
+    async def chat(request: Request) -> dict | StreamingResponse:
         start = time.perf_counter()
+        model = None
         try:
+            req = schema.parse_chat(await read_json(request, limits.max_body_bytes))
+            model = req.model
             reply = await _answer(req)
         except RequestError as err:
-            metrics.requests.labels(model=req.model, status=str(err.status)).inc()
+            metrics.requests.labels(model=label(model), status=str(err.status)).inc()
             raise
         metrics.requests.labels(model=req.model, status="200").inc()
         metrics.latency.labels(model=req.model).observe(time.perf_counter() - start)
@@ -139,7 +147,9 @@ def build_app(
         metrics.completion_tokens.labels(model=req.model).inc(reply.completion_tokens)
         cid = schema.completion_id()
         if req.stream:
-            return StreamingResponse(_sse(cid, req.model, reply), media_type="text/event-stream")
+            usage = req.stream_options is not None and req.stream_options.include_usage
+            sse = _sse(cid, req.model, reply, usage)
+            return StreamingResponse(sse, media_type="text/event-stream")
         extra = {"orchestry": {"actions": reply.actions}} if reply.actions else None
         return schema.chat_completion(
             cid,
@@ -152,23 +162,23 @@ def build_app(
         )
 
     async def _answer(req: schema.ChatRequest) -> Reply:
-        sampling = sampling_for(req, defaults, max_tokens_limit)
-        messages = [m.model_dump() for m in req.messages]
-        try:
-            job = served.job(req.model, messages, sampling, req.seed)
+        sampling = sampling_for(req, defaults, limits.max_tokens)
+        messages = [m.chat() for m in req.messages]
+        try:  # tokenizes the prompt: off the event loop
+            job = await asyncio.to_thread(served.job, req.model, messages, sampling, req.seed)
         except UnknownModel as err:
-            raise RequestError(404, str(err), "not_found_error", "model") from None
-        except NoEntryPoint as err:
             raise RequestError(
-                400, f"messages: {err}", "invalid_request_error", "messages"
+                404, str(err), "not_found_error", "model", "model_not_found"
             ) from None
+        except NoEntryPoint as err:
+            raise RequestError(400, f"messages: {err}", param="messages") from None
         except ValueError as err:  # the message opens with the field: "seed: ...", "messages: ..."
-            field = str(err).split(":")[0]
-            raise RequestError(400, str(err), "invalid_request_error", field) from None
+            raise RequestError(400, str(err), param=str(err).split(":")[0]) from None
         try:
             batcher.submit(job)
         except QueueFull as err:
-            raise RequestError(429, str(err), "rate_limit_error") from None
+            retry = {"Retry-After": str(limits.retry_after_s)}
+            raise RequestError(429, str(err), "rate_limit_error", headers=retry) from None
         except ServerClosing as err:
             raise RequestError(503, str(err), "server_error") from None
         try:
@@ -176,23 +186,30 @@ def build_app(
         except ServerClosing as err:
             raise RequestError(503, str(err), "server_error") from None
         except Exception as err:  # noqa: BLE001  # the generation's own error, passed on
-            raise RequestError(500, f"generation failed: {err!r}", "server_error") from None
+            raise RequestError(500, f"generation failed: {err!r:.300}", "server_error") from None
 
     return app
 
 
-def _sse(cid: str, model: str, reply: Reply) -> Iterator[str]:
-    """The reply as OpenAI streams it: a role chunk, content deltas, a finish chunk, [DONE].
-    (The Generator returns whole completions, so the deltas follow the finished generation.)"""
+def _sse(cid: str, model: str, reply: Reply, usage: bool) -> Iterator[str]:
+    """The reply as OpenAI streams it: a role chunk, content deltas, a finish chunk, with
+    `usage` a usage chunk, then [DONE]. (The Generator returns whole completions, so the deltas
+    follow the finished generation.)"""
     created = int(time.time())
 
-    def event(delta: dict[str, str], finish: str | None) -> str:
-        return f"data: {json.dumps(schema.chunk(cid, model, created, delta, finish))}\n\n"
+    def event(body: dict) -> str:
+        return f"data: {json.dumps(body)}\n\n"
 
-    yield event({"role": "assistant", "content": ""}, None)
+    def delta(content: dict[str, str] | None, finish: str | None) -> str:
+        return event(schema.chunk(cid, model, created, content, finish))
+
+    yield delta({"role": "assistant", "content": ""}, None)
     for piece in _PIECE.findall(reply.text):
-        yield event({"content": piece}, None)
-    yield event({}, reply.finish_reason)
+        yield delta({"content": piece}, None)
+    yield delta({}, reply.finish_reason)
+    if usage:
+        counts = schema.usage(reply.prompt_tokens, reply.completion_tokens)
+        yield event(schema.chunk(cid, model, created, None, None, counts))
     yield "data: [DONE]\n\n"
 
 

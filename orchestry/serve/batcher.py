@@ -3,8 +3,10 @@
 Requests are accepted into a bounded queue (`submit`; full: `QueueFull`, the server's 429). The
 worker takes the first waiting request, then whatever else is waiting (up to `max_batch`, after at
 most `wait_s` for more), splits them by batch key (`models.Job.batch_key`) and answers each part in
-one generate call. Every accepted request's future gets a reply or an exception: a failed call fails
-its requests with the error, and requests still queued at shutdown fail with `ServerClosing`.
+one generate call. Every accepted request's future gets a reply or an exception: a call that fails
+is made again for each of its requests alone, so a request that cannot be answered gets its own
+error and the others their replies; requests still queued at shutdown fail with `ServerClosing`.
+A request whose client went away (its future cancelled) is dropped when the worker takes it.
 """
 
 from __future__ import annotations
@@ -103,37 +105,47 @@ class Batcher:
                 except queue.Empty:
                     break
             self.metrics.queue_depth.set(self._queue.qsize())
-            self._answer(batch)
+            # running: no longer cancellable; a job cancelled while it waited is dropped
+            self._answer([j for j in batch if j.future.set_running_or_notify_cancel()])
 
     def _answer(self, batch: Sequence[Job]) -> None:
         groups: dict[tuple, list[Job]] = {}
         for job in batch:
             groups.setdefault(job.batch_key(), []).append(job)
         for jobs in groups.values():
-            start = time.perf_counter()
-            try:
-                replies = self.served.answer(jobs)
-                if len(replies) != len(jobs):
-                    raise RuntimeError(f"{len(jobs)} requests got {len(replies)} replies")
-            except Exception as err:  # noqa: BLE001  # every request of the call gets the error
-                log.exception("generate failed for %d request(s)", len(jobs))
+            self._call(jobs)
+
+    def _call(self, jobs: Sequence[Job]) -> None:
+        """Answer `jobs` in one generate call; if it fails, each alone (so one request that
+        cannot be answered fails only itself)."""
+        start = time.perf_counter()
+        try:
+            replies = self.served.answer(jobs)
+            if len(replies) != len(jobs):
+                raise RuntimeError(f"{len(jobs)} requests got {len(replies)} replies")
+        except Exception as err:  # noqa: BLE001  # the request(s) of the call get the error
+            if len(jobs) > 1:
+                log.warning("generate failed for %d requests (%r); each alone", len(jobs), err)
                 for job in jobs:
-                    job.future.set_exception(err)
-                continue
-            seconds = time.perf_counter() - start
-            self.batches += 1
-            self.metrics.batch_size.observe(len(jobs))
-            self.metrics.generate_seconds.observe(seconds)
-            log.info(
-                "batch %d: %d request(s) for %s in %.2f s (%d waiting)",
-                self.batches,
-                len(jobs),
-                ",".join(sorted({j.model for j in jobs})),
-                seconds,
-                self._queue.qsize(),
-            )
-            for job, reply in zip(jobs, replies, strict=True):
-                job.future.set_result(reply)
+                    self._call([job])
+                return
+            log.exception("generate failed for a request to %s", jobs[0].model)
+            jobs[0].future.set_exception(err)
+            return
+        seconds = time.perf_counter() - start
+        self.batches += 1
+        self.metrics.batch_size.observe(len(jobs))
+        self.metrics.generate_seconds.observe(seconds)
+        log.info(
+            "batch %d: %d request(s) for %s in %.2f s (%d waiting)",
+            self.batches,
+            len(jobs),
+            ",".join(sorted({j.model for j in jobs})),
+            seconds,
+            self._queue.qsize(),
+        )
+        for job, reply in zip(jobs, replies, strict=True):
+            job.future.set_result(reply)
 
     def _fail_waiting(self) -> None:
         while True:
@@ -141,4 +153,5 @@ class Batcher:
                 job = self._queue.get_nowait()
             except queue.Empty:
                 return
-            job.future.set_exception(ServerClosing("the server shut down before answering"))
+            if job.future.set_running_or_notify_cancel():
+                job.future.set_exception(ServerClosing("the server shut down before answering"))

@@ -6,6 +6,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+UNSERVED = "unserved"
+"""The `model` label of a request naming no served model (or none): a client's name is no label,
+so made-up names cannot grow the metrics."""
 _SECONDS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)
 
 
@@ -17,7 +20,7 @@ class ServeMetrics:
         r = self.registry
         self.requests = Counter(
             "orchestry_requests",
-            "Chat requests by model and HTTP status",
+            "Chat requests by model (a served name, or unserved) and HTTP status",
             ["model", "status"],
             registry=r,
         )

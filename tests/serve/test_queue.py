@@ -1,5 +1,5 @@
 """A full queue: the real server with room for one waiting request answers the rest 429, and
-every request it accepted is answered."""
+every request it accepted is answered; a 429 says when to retry (Retry-After)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ def test_a_full_queue_answers_429_and_loses_nothing(tmp_path):
                 )
             except openai.RateLimitError as err:
                 assert "requests are waiting (--max-queue)" in str(err)
+                assert int(err.response.headers["retry-after"]) >= 1  # issue 58, finding 6
                 return "refused"
             return "answered"
 

@@ -1,5 +1,6 @@
 """`python -m orchestry serve` as a real process on the embedded model, asked through the official
-`openai` client: agents, the team, streaming, bad requests, 16 requests at once."""
+`openai` client: agents, the team, streaming, seeds, stop, text parts, bad requests, 16 requests at
+once."""
 
 from __future__ import annotations
 
@@ -66,6 +67,49 @@ def test_each_agent_answers_a_chat(client, agent):
 def test_a_seed_gives_the_same_answer(client):
     a, b = (ask(client, "main", "Name a colour.", seed=7, temperature=1.0) for _ in range(2))
     assert a.choices[0].message.content == b.choices[0].message.content
+
+
+def test_a_seeded_request_leaves_the_shared_stream_alone(client):
+    """Issue 58, finding 4: a seed once reset the server's own stream, so the unseeded requests
+    after each seeded one repeated each other; now a seed is the request's own."""
+    unseeded = []
+    for _ in range(2):
+        ask(client, "aux", "Name a colour.", seed=7, temperature=1.0)
+        reply = ask(client, "main", "Write one random word:", temperature=1.5)
+        unseeded.append(reply.choices[0].message.content)
+    assert unseeded[0] != unseeded[1], unseeded
+
+
+def test_stop_cuts_the_output_at_the_first_stop_string(client):
+    whole = ask(client, "main", "Count: one, two,", temperature=0).choices[0].message.content
+    stop = whole[2:5]
+    assert len(whole) > 5 and stop.strip(), whole
+    cut = ask(client, "main", "Count: one, two,", temperature=0, stop=[stop, "@@@"])
+    assert cut.choices[0].message.content == whole[: whole.index(stop)]
+    assert cut.choices[0].finish_reason == "stop"
+
+
+def test_content_as_text_parts_reads_as_the_joined_text(client):
+    plain = ask(client, "main", "Count: one, two,", temperature=0)
+    parts = client.chat.completions.create(
+        model="main",
+        messages=[{"role": "user", "content": [{"type": "text", "text": "Count: one, two,"}]}],
+        max_tokens=8,
+        temperature=0,
+    )
+    assert parts.choices[0].message.content == plain.choices[0].message.content
+    assert parts.usage.prompt_tokens == plain.usage.prompt_tokens
+
+
+def test_a_stream_with_include_usage_ends_with_a_usage_chunk(client):
+    chunks = list(
+        ask(client, "main", "Say hi.", stream=True, stream_options={"include_usage": True})
+    )
+    assert all(c.usage is None for c in chunks[:-1])
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens >= 1
+    assert chunks[-1].usage.total_tokens == (
+        chunks[-1].usage.prompt_tokens + chunks[-1].usage.completion_tokens
+    )
 
 
 def test_streaming_sends_chunks_that_add_up(client):
