@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml requirements-lock.txt 2>/dev/null | cksum | cut -d' ' -f1)
 
-.PHONY: repro test test-fast test-wheelhouse venv lint clean-venv seeds ablations
+.PHONY: repro test test-fast test-wheelhouse venv lint clean-venv seeds ablations gpu-check
 
 venv: $(STAMP)
 
@@ -76,3 +76,9 @@ ablations: $(STAMP)
 # The edit loop: every test but the whole-pipeline (e2e) and model-training (slow) ones, in minutes.
 test-fast: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not e2e and not slow"
+
+# Every GPU command README.md and docs/gpu.md document, at tiny scale, each in fresh processes, on this
+# machine's GPUs (benchmarks/gpu_check.py): exit code, seconds and peak GPU memory of each, in
+# results/bench/gpu_check.json. Run it on a GPU node before closing a change to GPU code.
+gpu-check: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python benchmarks/gpu_check.py --out results/bench/gpu_check.json

@@ -35,6 +35,7 @@ from orchestry import io, paths
 from orchestry.bookkeeping import code_deps, plugins
 from orchestry.bookkeeping.provenance import code_hash, git_state, hardware, manifest
 from orchestry.bookkeeping.stage_runs import (
+    GPU_PEAKS,
     STATE,
     ExperimentFailed,
     pipeline_commands,
@@ -216,10 +217,15 @@ def report(
     shutil.copy2(work / "params.yaml", partial / "params.yaml")
     for config in configs:
         shutil.copy2(config, partial / f"config-{config.name}")
-    wall = {
+    wall: dict[str, Any] = {
         "stages_s": {k: round(v, 1) for k, v in times.items()},
         "total_s": round(sum(times.values()), 1),
     }
+    if started:  # from the run's start to its report, stages run at once counted once
+        wall["wall_s"] = round(time.time() - started, 1)
+    peaks_file = work / STATE / GPU_PEAKS
+    if peaks_file.is_file():
+        wall["gpu_peak_mib"] = json.loads(peaks_file.read_text())
     found = {d.name: d / "metrics.json" for d in (work / paths.BASELINES).glob("*")}
     found["magrpo"] = work / paths.metrics("magrpo")
     methods = {name: f for name, f in sorted(found.items()) if f.is_file()}

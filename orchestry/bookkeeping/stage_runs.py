@@ -4,6 +4,10 @@
 experiment's work folder, with the commands DVC runs, skipping those whose stamp says they are done;
 with `jobs` > 1, stages that read none of each other's outputs run at once (the dvc.yaml deps and outs
 say which). Not imported by any stage, so changing it reruns none.
+
+On a GPU (`model.device: cuda`) with `jobs` > 1 the stages share the card: each gets
+`card_share.share_for_jobs(jobs)` of it (`ORCHESTRY_GPU_SHARE`; its allocator is capped there and its
+memory plans read it), and each stage's peak GPU memory is recorded (`gpu_watch`).
 """
 
 from __future__ import annotations
@@ -20,13 +24,16 @@ from pathlib import Path
 import yaml
 
 from orchestry import io
+from orchestry.agents.lora import card_share
 from orchestry.bookkeeping import code_deps, fingerprint
+from orchestry.bookkeeping.gpu_watch import GpuWatch
 from orchestry.params import Params, load_params
 
 ROOT = Path(__file__).resolve().parents[2]
 STATE = ".experiment"  # in the work folder: one stamp per finished stage, the stage times
 OPTIONAL = Path("optional/dvc.yaml")  # opt-in stages: run only when `--only` names them
 FINGERPRINTS = "fingerprints"  # dvc.yaml's first stage: writes the others' code fingerprints
+GPU_PEAKS = "gpu_peak_mib.json"  # in STATE: each stage's peak GPU memory (MiB, nvidia-smi's)
 
 
 class ExperimentFailed(Exception):
@@ -105,6 +112,14 @@ def stage_needs() -> dict[str, set[str]]:
     }
 
 
+def gpu_share_env(device: str, jobs: int) -> dict[str, str]:
+    """The environment that gives each of `jobs` stages its share of a GPU (`card_share`): {} on a
+    CPU or one stage at a time (a lone stage has the whole card)."""
+    if not device.startswith("cuda") or jobs <= 1:
+        return {}
+    return {card_share.SHARE_VARIABLE: f"{card_share.share_for_jobs(jobs):.4f}"}
+
+
 def run_stages(
     work: Path,
     origin: str,
@@ -122,14 +137,22 @@ def run_stages(
     reads have finished; after a failure no new stage starts and the running ones finish."""
     state = work / STATE
     state.mkdir(exist_ok=True)
-    times_file = state / "times.json"
+    times_file, peaks_file = state / "times.json", state / GPU_PEAKS
     times = json.loads(times_file.read_text()) if times_file.exists() else {}
+    peaks = json.loads(peaks_file.read_text()) if peaks_file.exists() else {}
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
     start = (work / "params.yaml").read_text() + origin
     params = load_params(work / "params.yaml")
+    shared = gpu_share_env(params.model.device, jobs)
+    if shared:
+        env.update(shared)
+        log(
+            f"{jobs} stages may share the GPU: each may hold {shared[card_share.SHARE_VARIABLE]} of it"
+        )
+    watch = GpuWatch()
     optional = {n for n, _ in stage_commands(ROOT / OPTIONAL)}
     needs = stage_needs()
     stamps: dict[str, str] = {}
@@ -170,6 +193,7 @@ def run_stages(
             )
         if failed and not running:
             break
+        watch.look({n: proc.pid for n, (proc, _, _) in running.items()})
         finished = [n for n, (proc, _, _) in running.items() if proc.poll() is not None]
         if not finished:
             time.sleep(0.2)
@@ -178,6 +202,9 @@ def run_stages(
             proc, t0, stage_stamp = running.pop(name)
             times[name] = times.get(name, 0.0) + time.perf_counter() - t0
             io.write_json(times_file, times)
+            if name in watch.peak:
+                peaks[name] = max(peaks.get(name, 0), watch.peak.pop(name))
+                io.write_json(peaks_file, peaks)
             if proc.returncode != 0:
                 failed.append(
                     f"stage {name} exited {proc.returncode} (log: {work / 'logs' / (name.replace('@', '_') + '.log')})"

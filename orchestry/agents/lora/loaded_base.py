@@ -29,7 +29,7 @@ class LoadedBase:
     record_update_graphs: bool = True
     """The update's passes as CUDA graphs (on a GPU; False: eager passes, `memory_plan`)."""
     decoders: Any = None
-    """`cuda.graph_decode.DecoderCache`, once `decoder_cache` made it."""
+    """`cuda.decoder_cache.DecoderCache`, once `decoder_cache` made it."""
     update: Any = None
     """`cuda.graph_update.GraphUpdate` (the update's recorded passes), once `graph_update` made it."""
 
@@ -38,7 +38,7 @@ class LoadedBase:
         return next(self.model.parameters()).device
 
     def decoder_cache(self) -> Any:
-        """The graph path's decoders of this model (`cuda.graph_decode.DecoderCache`)."""
+        """The graph path's decoders of this model (`cuda.decoder_cache.DecoderCache`)."""
         if self.decoders is None:
             self.decoders = cuda_engine().DecoderCache()
         return self.decoders

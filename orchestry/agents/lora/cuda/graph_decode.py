@@ -27,7 +27,6 @@ there.
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -51,8 +50,6 @@ ROW_BUCKET = 16
 """The batch is padded to a multiple of this many rows (extra rows are decoded and dropped)."""
 STOP_CHECK = 16
 """Decode steps between the host's looks at whether every row has stopped."""
-KEPT_GRAPHS = 4
-"""Decoders (graphs and their KV caches) kept per model; the least recently used goes first."""
 SUPPORTED = ("llama", "qwen2")
 """`config.model_type`s whose decoder layer is the one written out here."""
 
@@ -379,20 +376,3 @@ def decode_shape(rows: list[list[int]], sampling: SamplingSpec) -> DecodeShape:
     return DecodeShape(
         n, width, s.max_new_tokens, s.min_new_tokens, s.do_sample, s.temperature, s.top_k, s.top_p
     )
-
-
-class DecoderCache:
-    """The decoders of one model, by shape, the least recently used dropped beyond `KEPT_GRAPHS`."""
-
-    def __init__(self) -> None:
-        self._decoders: OrderedDict[tuple, GraphDecoder] = OrderedDict()
-
-    def get(self, model: PeftModel, adapters: Sequence[str], shape: DecodeShape) -> GraphDecoder:
-        key = (shape, tuple(adapters))
-        if key in self._decoders:
-            self._decoders.move_to_end(key)
-        else:
-            while len(self._decoders) >= KEPT_GRAPHS:
-                self._decoders.popitem(last=False)
-            self._decoders[key] = GraphDecoder(model, adapters, shape)
-        return self._decoders[key]
