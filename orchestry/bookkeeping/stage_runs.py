@@ -117,7 +117,8 @@ def gpu_share_env(device: str, jobs: int) -> dict[str, str]:
     CPU or one stage at a time (a lone stage has the whole card)."""
     if not device.startswith("cuda") or jobs <= 1:
         return {}
-    return {card_share.SHARE_VARIABLE: f"{card_share.share_for_jobs(jobs):.4f}"}
+    fraction = f"{card_share.share_for_jobs(jobs):.4f}"
+    return {card_share.SHARE_VARIABLE: fraction, card_share.ALLOCATOR[0]: card_share.ALLOCATOR[1]}
 
 
 def run_stages(

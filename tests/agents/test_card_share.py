@@ -64,7 +64,8 @@ def test_a_generation_larger_than_the_share_is_decoded_in_chunks_within_it() -> 
     """1,024 rows of 64 new tokens need ~13 GB by the decoder's estimate; a share of 3% of an
     H200 (~4 GB) decodes them in chunks, its allocator never past the share. Before the share
     existed the decoder made one 1,024-row batch: past the share, or out of memory under its cap."""
-    env = {**os.environ, card_share.SHARE_VARIABLE: "0.03", "PYTHONPATH": str(ROOT)}
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, card_share.SHARE_VARIABLE: "0.03", "PYTHONPATH": path}
     code = textwrap.dedent(GENERATE_IN_A_SHARE)
     proc = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600

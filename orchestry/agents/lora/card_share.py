@@ -32,6 +32,11 @@ DECODE_HEADROOM = 0.85
 (the allocator's fragmentation and the step's temporaries take the rest)."""
 
 
+ALLOCATOR = ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
+"""Set beside a share: segments that grow in place, so the freed blocks of one decode chunk's
+shape serve the next (a shared stage ran out of its share with 5.4 GiB reserved but unallocated)."""
+
+
 def share_for_jobs(jobs: int) -> float:
     """Each stage's fraction of the card when `jobs` stages share it."""
     return CARD_FOR_STAGES / max(1, jobs)

@@ -18,18 +18,21 @@ KEPT_GRAPHS = 4
 
 
 def row_bytes(model: PeftModel, shape: DecodeShape) -> int:
-    """A planning estimate of one decode row's memory at `shape`: twice its KV cache (the prefill's
-    activations and the step's temporaries come to about as much again: 2,000 rows of the 135M
-    model at 704 columns held ~55 GB, 27.5 MB a row, against 16 MB of cache) and its float32
-    logits, probabilities and sampler scratch."""
+    """A planning estimate of one decode row's memory at `shape`: twice its KV cache (2,000 rows of
+    the 135M model at 704 columns held ~55 GB, 27.5 MB a row, against 16 MB of cache), its float32
+    logits, probabilities and sampler scratch, and its prefill's activations when its prompt is
+    its own (the discussion baseline's 3,968 distinct prompts: a chunk planned without them ran out
+    of an 18.6 GiB share in the gated MLP of the prefill, issue 56)."""
     config = model.get_base_model().config
     heads = config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
     weight = model.get_base_model().get_input_embeddings().weight
+    size = weight.element_size()
     length = shape.width + shape.max_new
-    cache = config.num_hidden_layers * 2 * length * kv_heads * head_dim * weight.element_size()
-    return 2 * cache + weight.shape[0] * 4 * 4
+    cache = config.num_hidden_layers * 2 * length * kv_heads * head_dim * size
+    prefill = shape.width * (3 * config.intermediate_size + 6 * config.hidden_size) * size
+    return 2 * cache + 2 * prefill + weight.shape[0] * 4 * 4
 
 
 class ChunkedDecoder:
