@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from orchestry import paths
 from orchestry.bookkeeping import code_deps
@@ -19,6 +20,9 @@ from orchestry.bookkeeping.params_doc import (
     with_params_reference,
 )
 from orchestry.cli import global_options, setup_logging
+
+if TYPE_CHECKING:
+    from orchestry.params import Params
 
 
 def main(argv: list[str]) -> int:
@@ -122,10 +126,61 @@ def _add_serve_parser(sub: argparse._SubParsersAction) -> None:
         help="the largest request body; larger ones get 413 unread (default: 1048576)",
     )
     serve.add_argument(
+        "--server-tools",
+        action="store_true",
+        help="run the team's own tools (params env.tools: python, calculator, examples) on this "
+        "server, each call in an isolated box outside the batching worker; needed when "
+        "env.tools.enabled, refused when the box cannot be built (docs/serving.md)",
+    )
+    serve.add_argument(
+        "--tool-workers",
+        type=int,
+        default=2,
+        help="with --server-tools, most tool calls run at once (default: 2)",
+    )
+    serve.add_argument(
         "--api-key",
         default=None,
         help="requests need `Authorization: Bearer KEY` (default: the ORCHESTRY_API_KEY "
         "environment variable, which keeps the key out of the process list; unset: no key)",
+    )
+    serve.add_argument(
+        "--allowed-hosts",
+        default="",
+        help="comma-separated Host names answered beside localhost, 127.0.0.1, ::1 and --host "
+        "(with --host 0.0.0.0 or ::, any IP address too); '*.example.com' a domain, '*' any; "
+        "another Host gets 400 (default: none more)",
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=int,
+        default=512,
+        help="most connections answered at once; a request on one more gets 503 (default: 512)",
+    )
+    serve.add_argument(
+        "--header-timeout-s",
+        type=float,
+        default=10.0,
+        help="a request's head must arrive within this; later: 408 (default: 10)",
+    )
+    serve.add_argument(
+        "--body-timeout-s",
+        type=float,
+        default=30.0,
+        help="a request's body must arrive within this of its head; later: 408 (default: 30)",
+    )
+    serve.add_argument(
+        "--keep-alive-s",
+        type=float,
+        default=5.0,
+        help="an idle keep-alive connection closes after this (default: 5)",
+    )
+    serve.add_argument(
+        "--shutdown-timeout-s",
+        type=float,
+        default=20.0,
+        help="on SIGTERM or Ctrl-C, how long accepted requests may still take before they are "
+        "cancelled (default: 20)",
     )
 
 
@@ -211,8 +266,6 @@ def _serve(args: argparse.Namespace) -> int:
     (when env.name is code) and each agent over HTTP (orchestry/serve, docs/serving.md)."""
     import logging
     import os
-    from collections.abc import Iterator
-    from contextlib import contextmanager
     from pathlib import Path
 
     from orchestry.params import ParamsError, load_params
@@ -237,15 +290,31 @@ def _serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    if (problem := _server_tools_problem(args, params)) is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
     # here, not at the top: the model stack loads only for the server
     from orchestry.agents.lora.base_model import ModelUnavailable
-    from orchestry.serve.app import RequestLimits, build_app, run_server
+    from orchestry.serve import lora_policy
+    from orchestry.serve.app import RequestLimits, build_app
     from orchestry.serve.batcher import BatchSettings
     from orchestry.serve.models import Served
+    from orchestry.serve.tool_box import run_in_box
+    from orchestry.serve.transport import AllowedHosts, ConnectionLimits, run_server
     from orchestry.stages import from_params
 
     try:
-        settings = BatchSettings(args.max_batch, args.max_queue, args.batch_wait_ms / 1000)
+        settings = BatchSettings(
+            args.max_batch, args.max_queue, args.batch_wait_ms / 1000, args.tool_workers
+        )
+        connections = ConnectionLimits(
+            args.header_timeout_s,
+            args.body_timeout_s,
+            args.max_connections,
+            args.keep_alive_s,
+            args.shutdown_timeout_s,
+            AllowedHosts.for_server(args.host, args.allowed_hosts.split(",")),
+        )
         if args.max_tokens_limit < 1 or args.max_body_bytes < 1:
             raise ValueError("--max-tokens-limit and --max-body-bytes must be at least 1")
         log.info("loading %s with the adapters of %s", params.model.name, adapters)
@@ -260,37 +329,48 @@ def _serve(args: argparse.Namespace) -> int:
             "env.name is %s: no team model (it answers code tasks); agents only", params.env.name
         )
     env = from_params.make_env(params, training=False) if team else None
-
-    @contextmanager
-    def seeded(seed: int) -> Iterator[None]:
-        """The policy's generate calls inside sample from `seed` alone (TeamPolicy._call_seed);
-        after, its own stream goes on where it was, as if the seeded request never ran."""
-        stream = policy.seed, policy.generate_calls
-        policy.seed, policy.generate_calls = seed, 0
-        try:
-            yield
-        finally:
-            policy.seed, policy.generate_calls = stream
-
-    def prompt_tokens(agent: str, messages: list[dict[str, str]]) -> int:
-        return len(policy.prompt_ids(agent, messages))
-
-    def context(agent: str) -> int | None:
-        """The most tokens the agent's base model reads at once (its positions)."""
-        config = policy.peft_model(agent).get_base_model().config
-        return getattr(config, "max_position_embeddings", None)
-
-    contexts = [c for c in map(context, params.model.agents) if c]
+    agents = params.model.agents
+    lora_policy.read_text_prompts(policy)  # /v1/completions: plain text, no chat template
     served = Served(
         policy,
-        params.model.agents,
+        agents,
         env,
         args.team_name if team else None,
-        seeded,
-        prompt_tokens,
-        min(contexts) if contexts else None,
+        lora_policy.seeding(policy),
+        lora_policy.prompt_length(policy),
+        lora_policy.context(policy, agents),
+        streaming=lora_policy.token_streaming(policy, agents),
+        decode=lora_policy.token_decoder(policy),
+        text_prompts=True,
+        min_prompt_tokens=lora_policy.MIN_PROMPT_TOKENS,
+        run_tool=run_in_box if args.server_tools else None,
     )
     limits = RequestLimits(args.max_tokens_limit, args.max_body_bytes)
     app = build_app(served, settings, from_params.sampling_spec(params), limits, api_key)
-    run_server(app, args.host, args.port)
+    run_server(app, args.host, args.port, connections)
     return 0
+
+
+def _server_tools_problem(args: argparse.Namespace, params: Params) -> str | None:
+    """Why the server must not start as asked with (or without) --server-tools, or None: the
+    team's tools run only with the flag, and only in a box that isolates them."""
+    tools_on = params.env.name == "code" and params.env.tools.enabled
+    if tools_on and not args.server_tools:
+        return (
+            "params env.tools.enabled: the team calls its tools (python runs code) while it "
+            "answers; start the server with --server-tools to run them in the isolated box, or "
+            "serve params with env.tools.enabled: false"
+        )
+    if not args.server_tools:
+        return None
+    if not tools_on:
+        return "--server-tools: the params turn no team tools on (env.name code, env.tools.enabled)"
+    if args.tool_workers < 1:
+        return "--tool-workers must be at least 1"
+    from orchestry.serve.tool_box import BoxUnavailable, check_box
+
+    try:
+        check_box()
+    except BoxUnavailable as err:
+        return f"--server-tools: the tools cannot be isolated here: {err}"
+    return None

@@ -14,7 +14,9 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +27,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class ServerProcess:
+    """A started server: its base URL and its process (for its pid, a signal, its exit)."""
+
+    url: str
+    proc: subprocess.Popen
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+
 @contextmanager
-def server_process(
+def server_process(*args: Any, **kwargs: Any) -> Iterator[str]:
+    """`running_server`'s base URL."""
+    with running_server(*args, **kwargs) as server:
+        yield server.url
+
+
+@contextmanager
+def running_server(
     params: Path,
     adapters: Path,
     args: Sequence[str] = (),
@@ -34,22 +55,25 @@ def server_process(
     ready_s: float = 300.0,
     cwd: Path | None = None,
     torch_threads: int | None = None,
-) -> Iterator[str]:
-    """Start the server on a free port, yield its base URL once /health answers, stop it after.
-    `torch_threads`: its OMP_NUM_THREADS (on a shared 2-core machine, 1 is several times faster
-    than torch's default). Raises RuntimeError with the server's log tail if it exits or is not
-    ready in `ready_s`."""
+    env: dict[str, str] | None = None,
+) -> Iterator[ServerProcess]:
+    """Start the server on a free port, yield it once /health answers, stop it after (SIGTERM,
+    then SIGKILL after 30 s). `torch_threads`: its OMP_NUM_THREADS (on a shared 2-core machine, 1
+    is several times faster than torch's default); `env`: more environment (ORCHESTRY_API_KEY,
+    say). Raises RuntimeError with the server's log tail if it exits or is not ready in
+    `ready_s`."""
     port = free_port()
     cmd = [sys.executable, "-m", "orchestry", "serve", "--params", str(params)]
     cmd += ["--adapters", str(adapters), "--port", str(port), *args]
     out = open(log_file, "w") if log_file else subprocess.DEVNULL  # noqa: SIM115  # closed below
-    env = {**os.environ, **({"OMP_NUM_THREADS": str(torch_threads)} if torch_threads else {})}
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, env=env)
+    threads = {"OMP_NUM_THREADS": str(torch_threads)} if torch_threads else {}
+    environment = {**os.environ, **threads, **(env or {})}
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=cwd, env=environment)
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(proc, url, ready_s, log_file)
         log.info("server %d ready at %s", proc.pid, url)
-        yield url
+        yield ServerProcess(url, proc)
     finally:
         proc.terminate()
         try:

@@ -20,7 +20,7 @@ class ServeMetrics:
         r = self.registry
         self.requests = Counter(
             "orchestry_requests",
-            "Chat requests by model (a served name, or unserved) and HTTP status",
+            "Chat and completions requests by model (a served name, or unserved) and HTTP status",
             ["model", "status"],
             registry=r,
         )

@@ -6,6 +6,10 @@ In order, each a 4xx in OpenAI's shape naming what is wrong:
 2. the body is UTF-8 (RFC 8259) and JSON, without NaN or Infinity (400);
 3. it nests at most `MAX_DEPTH` levels, and none of its strings (keys included) holds a lone
    surrogate (`"\\ud800"` is valid JSON but no text: the tokenizer cannot read it) (400).
+
+A client that hangs up before its body ends, or whose body came too slowly (`transport.py` cut it
+off with a 408), gets a 499 nobody reads (nginx's "client closed request"): the metrics count it,
+the log holds no traceback.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import json
 from typing import Any
 
 from fastapi import Request
+from starlette.requests import ClientDisconnect
 
 from orchestry.serve.errors import RequestError, clip
 
@@ -30,10 +35,15 @@ async def read_json(request: Request, limit: int) -> Any:
         if int(declared) > limit:
             raise _too_large(limit)
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise _too_large(limit)
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise _too_large(limit)
+    except ClientDisconnect:  # nobody to answer: counted (nginx's 499), not logged as a failure
+        raise RequestError(
+            499, "the client closed the connection before its body ended", code="client_closed"
+        ) from None
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as err:

@@ -141,7 +141,7 @@ BAD_BODIES = [
     ("messages-a-string", ok(messages="hi"), 400, "messages"),
     ("message-a-string", ok(messages=["hi"]), 400, "messages.0"),
     ("bad-role", said("hi", role="robot"), 400, "messages.0.role"),
-    ("tool-role", said("hi", role="tool"), 400, "messages.0.role"),
+    ("tool-without-call", said("hi", role="tool"), 400, "messages.0.tool_call_id"),
     ("content-a-number", said(5), 400, "messages.0.content"),
     ("content-missing", ok(messages=[{"role": "user"}]), 400, "messages.0.content"),
     (
@@ -190,8 +190,9 @@ BAD_BODIES = [
     ),
     ("stream-options-unknown", ok(stream=True, stream_options={"x": 1}), 400, "stream_options.x"),
     # OpenAI fields the server does not honour: a 400, never silence
-    ("tools", ok(tools=[TOOL]), 400, "tools"),
-    ("tool-choice", ok(tool_choice="auto"), 400, "tool_choice"),
+    ("tools-to-the-team", said(TASK, model="team", tools=[TOOL]), 400, "tools"),
+    ("tool-choice-without-tools", ok(tool_choice="auto"), 400, "tool_choice"),
+    ("tool-choice-required", ok(tools=[TOOL], tool_choice="required"), 400, "tool_choice"),
     ("functions", ok(functions=[TOOL["function"]]), 400, "functions"),
     ("logprobs", ok(logprobs=True), 400, "logprobs"),
     ("top-logprobs", ok(top_logprobs=3), 400, "top_logprobs"),
@@ -303,7 +304,7 @@ def test_a_body_over_the_limit_is_refused_before_it_is_read(server):
     parts = urlsplit(server)
     with socket.create_connection((parts.hostname, parts.port), timeout=15) as s:
         head = (
-            "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             f"Authorization: Bearer {KEY}\r\nContent-Type: application/json\r\n"
             "Content-Length: 2000000\r\n\r\n"
         )

@@ -11,13 +11,8 @@ from pathlib import Path
 
 import openai
 import pytest
-import yaml
-from conftest import tiny_params
 from openai import OpenAI
-
-from orchestry.params import load_params
-from orchestry.serve.launch import server_process
-from orchestry.stages.from_params import make_policy
+from serve_fixtures import served
 
 pytestmark = pytest.mark.slow  # a real model generates in every test here
 
@@ -27,14 +22,7 @@ TASK = 'def add_three(x):\n    """Return x plus 3."""\n'
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory):
     """One server for the module: tiny params, fresh adapters written by the team's own code."""
-    root = tmp_path_factory.mktemp("serve")
-    params = root / "params.yaml"
-    params.write_text(yaml.safe_dump(tiny_params(), sort_keys=False))
-    make_policy(load_params(params)).save_adapters(root / "adapters")
-    log = root / "server.log"
-    with server_process(
-        params, root / "adapters", ["--max-tokens-limit", "64"], log, torch_threads=1
-    ) as url:
+    with served(tmp_path_factory.mktemp("serve"), ["--max-tokens-limit", "64"]) as (url, log):
         yield url, log
 
 
