@@ -1,0 +1,65 @@
+"""The supervised warm start's core (orchestry/algos/sft.py, issue 57): the answers it teaches are
+what the environment reads back, and its updates lower the answer loss on the embedded model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import DEFAULTS, lora, model_spec
+
+from orchestry import paths
+from orchestry.agents.lora.team import TeamPolicy
+from orchestry.algos.sft import (
+    SftSettings,
+    answer_loss,
+    answer_text,
+    solo_rows,
+    supervised_epochs,
+    team_rows,
+    without_docstrings,
+)
+from orchestry.envs.code.problems import load_problem_dir
+from orchestry.envs.solo import SOLO_AGENT, SoloEnv
+from orchestry.stages.from_params import make_env
+
+
+def test_docstrings_go_and_the_code_stays() -> None:
+    code = 'def f(x):\n    """Say it."""\n    return x + 1\n\n\ndef g():\n    """Only this."""\n'
+    assert without_docstrings(code) == "def f(x):\n    return x + 1\n\ndef g():\n    pass"
+    assert without_docstrings("not python (") == "not python ("
+    assert answer_text("x = 1\n") == "```python\nx = 1\n```"
+
+
+@pytest.fixture(scope="module")
+def problems():
+    return load_problem_dir(paths.PROBLEM_DIRS["coop"])[:3]
+
+
+def test_the_taught_answer_is_what_the_env_reads_back(problems) -> None:
+    env = make_env(DEFAULTS)
+    task = problems[0]
+    for agent in (*env.roles.helpers, env.roles.main):
+        reference = env.reference(task, agent)
+        read = env.act(task, agent, answer_text(reference))
+        assert read.strip() == without_docstrings(reference).strip()
+
+
+@pytest.mark.slow
+def test_the_warm_start_lowers_the_answer_loss_of_team_and_single(problems) -> None:
+    env = make_env(DEFAULTS)
+    team = TeamPolicy(model_spec(), ("aux", "main"), lora(r=4, alpha=8), seed=0)
+    solo = TeamPolicy(model_spec(), (SOLO_AGENT,), lora(r=4, alpha=8), seed=0)
+    rows = team_rows(team, env, problems)
+    single = solo_rows(solo, SoloEnv(env), env, problems)
+    assert {r.agent for r in rows} == {"aux", "main"} and len(single) == len(problems)
+    settings = SftSettings(epochs=3, lr=2e-3, batch_rows=3, seed=0)
+    for policy, own in ((team, rows), (solo, single)):
+        by_agent = {a: [r for r in own if r.agent == a] for a in {r.agent for r in own}}
+        with torch.no_grad():
+            before = {a: answer_loss(policy, rs, grad=False).item() for a, rs in by_agent.items()}
+        history = supervised_epochs(policy, own, settings)
+        with torch.no_grad():
+            after = {a: answer_loss(policy, rs, grad=False).item() for a, rs in by_agent.items()}
+        assert len(history) == 3 * len(by_agent)
+        for agent in by_agent:
+            assert after[agent] < 0.8 * before[agent], (agent, before, after)
