@@ -172,16 +172,35 @@ def _mount(libc: ctypes.CDLL, source: str | None, target: str, fs: str | None, f
     _check(libc.mount(enc(source), enc(target), enc(fs), flags, None) == 0, f"mount {target}")
 
 
-def _bind(libc: ctypes.CDLL, source: str, root: str, flags: int = MS_NOSUID | MS_NODEV) -> None:
-    """`source` at the same path under `root`, read-only."""
+def _bind(
+    libc: ctypes.CDLL, source: str, fd: int, root: str, flags: int = MS_NOSUID | MS_NODEV
+) -> None:
+    """`source` (held open as `fd`, so it is reached even where a later mount hides its path) at
+    the same path under `root`, read-only."""
     target = root + source
-    if os.path.isdir(source):
+    if os.path.isdir(f"/proc/self/fd/{fd}"):
         os.makedirs(target, exist_ok=True)
     else:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         Path(target).touch()
-    _mount(libc, source, target, None, MS_BIND | MS_REC)
+    _mount(libc, f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
     _mount(libc, None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
+
+
+def _sources() -> list[tuple[str, int]]:
+    """What the box binds from the host, as (path, flags), in mounting order."""
+    plain = MS_NOSUID | MS_NODEV
+    found = [(p, plain) for p in SYSTEM_DIRS if os.path.isdir(p) and not os.path.islink(p)]
+    found += [(p, plain) for p in ROOT_LINKS if os.path.isdir(p) and not os.path.islink(p)]
+    python = Path(sandbox_isolation.base_python())
+    found += [
+        (p, plain) for p in sorted({os.path.realpath(sys.base_prefix), str(python.parent.parent)})
+    ]
+    found.append((str(sandbox_isolation.HARNESS.parent), plain))  # the child-side files
+    if os.path.isfile("/etc/ld.so.cache"):
+        found.append(("/etc/ld.so.cache", plain))
+    found += [(d, MS_NOSUID) for d in DEVICES if os.path.exists(d)]
+    return found
 
 
 def enter_private_root() -> None:
@@ -192,34 +211,28 @@ def enter_private_root() -> None:
     locks = Path("/tmp") / "orchestry-sandbox-uids"  # isolation.reserved_uids' folder
     locks.mkdir(mode=0o700, exist_ok=True)
     locks_fd = os.open(locks, os.O_PATH | os.O_DIRECTORY)
+    # every source held open before /tmp is covered: a checkout or a Python under /tmp stays
+    # reachable through its descriptor (a path would lead into the new, empty /tmp)
+    sources = [(path, os.open(path, os.O_PATH), flags) for path, flags in _sources()]
     # the new root on a tmpfs over /tmp: in this namespace only, so nothing is left on the host
     _mount(libc, "tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV)
     root = "/tmp/root"
     os.mkdir(root)
     _mount(libc, "tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV)
-    for path in SYSTEM_DIRS:
-        if os.path.isdir(path) and not os.path.islink(path):
-            _bind(libc, path, root)
+    # the scratch space first, the one writable place (the sandbox mounts its own /tmp over it),
+    # so that a source under /tmp is bound inside it rather than hidden by it
+    os.makedirs(root + "/tmp")
+    _mount(libc, "tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV)
+    os.chmod(root + "/tmp", 0o1777)
     for path in ROOT_LINKS:
         if os.path.islink(path):
             os.symlink(os.readlink(path), root + path)
-        elif os.path.isdir(path):
-            _bind(libc, path, root)
-    python = Path(sandbox_isolation.base_python())
-    for path in sorted({os.path.realpath(sys.base_prefix), str(python.parent.parent)}):
-        _bind(libc, path, root)
-    _bind(libc, str(sandbox_isolation.HARNESS.parent), root)  # the child-side files
-    if os.path.isfile("/etc/ld.so.cache"):
-        _bind(libc, "/etc/ld.so.cache", root)
-    for device in DEVICES:
-        if os.path.exists(device):
-            _bind(libc, device, root, MS_NOSUID)
-    for path, mode in (("/proc", 0o555), ("/tmp", 0o1777), ("/dev/shm", 0o1777)):
+    for path, fd, flags in sources:
+        _bind(libc, path, fd, root, flags)
+        os.close(fd)
+    for path, mode in (("/proc", 0o555), ("/dev/shm", 0o1777)):
         os.makedirs(root + path, exist_ok=True)
         os.chmod(root + path, mode)
-    # the scratch space: the one writable place (the sandbox mounts its own /tmp over it)
-    _mount(libc, "tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV)
-    os.chmod(root + "/tmp", 0o1777)
     os.makedirs(root + str(locks), mode=0o700)
     _mount(libc, f"/proc/self/fd/{locks_fd}", root + str(locks), None, MS_BIND)
     os.close(locks_fd)
