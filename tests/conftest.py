@@ -144,6 +144,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return 0 if item.get_closest_marker("e2e") else 1 if item.get_closest_marker("slow") else 2
 
     items.sort(key=rank)
+    outside = [
+        i.nodeid
+        for i in items
+        if "tiny_pipeline" in getattr(i, "fixturenames", ())
+        and PIPELINE.args not in [m.args for m in i.iter_markers("xdist_group")]
+    ]
+    if outside:  # each would make a second process build the tiny pipeline (7 minutes of it)
+        raise pytest.UsageError(f"tests reading tiny_pipeline outside its xdist group: {outside}")
 
 
 # --- The shared tiny pipeline --------------------------------------------------------------------

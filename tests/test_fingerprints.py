@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import copy_run, run_in, tiny_params
+from conftest import PIPELINE, copy_run, run_in, tiny_params
 
 from orchestry.bookkeeping import code_deps, fingerprint
 from orchestry.params import parse_params
@@ -139,6 +139,7 @@ def edit(repo: Path, rel: str) -> None:
 
 
 @pytest.mark.e2e
+@PIPELINE
 def test_an_edit_moves_only_the_stages_whose_code_it_changes(tiny_pipeline, tmp_path):
     repo = copy_run(tiny_pipeline, tmp_path / "repo")
     assert changed_stages(repo) == set()
@@ -153,6 +154,7 @@ def test_an_edit_moves_only_the_stages_whose_code_it_changes(tiny_pipeline, tmp_
 
 
 @pytest.mark.e2e
+@PIPELINE
 def test_after_dvc_one_touch_leaves_snakemake_nothing_to_do(tiny_pipeline, tmp_path):
     """The README's command for a fresh clone after `make repro`: file times there say nothing, so
     `snakemake --touch` once, and Snakemake plans no job over DVC's outputs."""
