@@ -10,6 +10,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 SUITE = """
 import os
 import pytest
@@ -36,6 +38,7 @@ def test_free(i):
 """
 
 
+@pytest.mark.slow  # starts processes: the slow tier (make test), not the edit loop
 def test_a_group_runs_on_one_process(tmp_path):
     (tmp_path / "test_grouped.py").write_text(SUITE)
     (tmp_path / "test_free.py").write_text(FREE)

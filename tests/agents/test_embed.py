@@ -5,6 +5,8 @@ import torch
 
 from orchestry.agents.lora.embed import mean_hidden_states
 
+pytestmark = pytest.mark.slow  # the embedded model loads: the slow tier
+
 
 @pytest.fixture(scope="module")
 def policy():

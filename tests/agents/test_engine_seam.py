@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from orchestry.agents.lora import engine
 from orchestry.bookkeeping.code_deps import import_closure, module_file
 
@@ -27,6 +29,7 @@ def _files(*modules: str) -> set[Path]:
     return {module_file(m) for m in import_closure(*modules)} - {None}
 
 
+@pytest.mark.slow  # starts processes: the slow tier (make test), not the edit loop
 def test_a_cpu_run_imports_no_engine_file() -> None:
     code = (
         f"import sys\nimport {', '.join(CPU_ROOTS)}\n"

@@ -126,6 +126,7 @@ def test_a_bad_key_exits_2_naming_it_and_runs_nothing(tiny_repo):
     assert not (repo / "build").exists() and not (repo / "reports" / "bad").exists()
 
 
+@pytest.mark.slow  # starts processes: the slow tier (make test), not the edit loop
 def test_a_failing_stage_exits_1_naming_it_and_reports_nothing(tiny_repo):
     repo, _ = tiny_repo
     (repo / "broken.yaml").write_text("model: {name: /nonexistent/model}\n")
@@ -237,6 +238,7 @@ def test_a_stage_whose_code_changed_runs_again_and_so_do_those_that_read_it(tmp_
     assert "a: done before, skipped" in said and "c: done before, skipped" in said
 
 
+@pytest.mark.slow  # starts processes: the slow tier (make test), not the edit loop
 def test_an_edit_to_a_stage_s_real_code_reruns_it_and_one_outside_every_closure_does_not(
     tmp_path, monkeypatch
 ):
