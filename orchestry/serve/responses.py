@@ -80,21 +80,9 @@ def chunk(
     index: int = 0,
 ) -> dict[str, Any]:
     """One chat.completion.chunk of a stream; `delta` None: the usage chunk (no choices)."""
-    choices = (
-        []
-        if delta is None
-        else [{"index": index, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]
+    return _streamed(
+        "chat.completion.chunk", "delta", cid, model, created, delta, finish_reason, usage_, index
     )
-    body: dict[str, Any] = {
-        "id": cid,
-        "object": "chat.completion.chunk",
-        "created": created,
-        "model": model,
-        "choices": choices,
-    }
-    if usage_ is not None:
-        body["usage"] = usage_
-    return body
 
 
 def text_chunk(
@@ -107,14 +95,31 @@ def text_chunk(
     index: int = 0,
 ) -> dict[str, Any]:
     """One streamed text_completion object; `text` None: the usage chunk (no choices)."""
+    return _streamed(
+        "text_completion", "text", cid, model, created, text, finish_reason, usage_, index
+    )
+
+
+def _streamed(
+    kind: str,
+    field: str,
+    cid: str,
+    model: str,
+    created: int,
+    value: Any,
+    finish_reason: str | None,
+    usage_: dict[str, int] | None,
+    index: int,
+) -> dict[str, Any]:
+    """A streamed object of `kind` whose one choice carries `value` as `field` (none: no choices)."""
     choices = (
         []
-        if text is None
-        else [{"index": index, "text": text, "finish_reason": finish_reason, "logprobs": None}]
+        if value is None
+        else [{"index": index, field: value, "finish_reason": finish_reason, "logprobs": None}]
     )
     body: dict[str, Any] = {
         "id": cid,
-        "object": "text_completion",
+        "object": kind,
         "created": created,
         "model": model,
         "choices": choices,
