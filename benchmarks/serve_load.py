@@ -38,11 +38,14 @@ from typing import Any
 import yaml
 from serve_soak import Server, SoakSettings, soak
 
-from orchestry import io
-from orchestry.bookkeeping.provenance import write_bench_manifest
-from orchestry.params import load_params
-from orchestry.serve.launch import running_server, server_process
-from orchestry.stages.from_params import make_policy
+# this checkout's package, not an installed one (a wheelhouse's): the manifest names what ran
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from orchestry import io  # noqa: E402
+from orchestry.bookkeeping.provenance import write_bench_manifest  # noqa: E402
+from orchestry.params import load_params  # noqa: E402
+from orchestry.serve.launch import running_server, server_process  # noqa: E402
+from orchestry.stages.from_params import make_policy  # noqa: E402
 
 log = logging.getLogger("serve_load")
 ROOT = Path(__file__).resolve().parents[1]
