@@ -121,6 +121,17 @@ def solo_rows(policy: Policy, solo_env: Any, team_env: Any, tasks: Sequence[Any]
     return rows
 
 
+def over_budget(rows: Sequence[SftRow], max_new_tokens: int) -> dict[str, list[str]]:
+    """Problem id -> the agents whose taught answer (its end of sequence included) is longer than
+    `max_new_tokens`: an agent could never write it whole, so the problem is dropped, and counted,
+    before the warm start and the held-out sets use it (issue 57: the budget cut answers off)."""
+    long: dict[str, list[str]] = {}
+    for row in rows:
+        if len(row.answer_ids) > max_new_tokens:
+            long.setdefault(row.problem_id, []).append(row.agent)
+    return long
+
+
 def answer_loss(policy: Policy, rows: Sequence[SftRow], grad: bool) -> torch.Tensor:
     """The mean negative log-likelihood per answer token of `rows` (all of one agent)."""
     agent = rows[0].agent

@@ -10,9 +10,11 @@ from conftest import DEFAULTS, lora, model_spec
 from orchestry import paths
 from orchestry.agents.lora.team import TeamPolicy
 from orchestry.algos.sft import (
+    SftRow,
     SftSettings,
     answer_loss,
     answer_text,
+    over_budget,
     solo_rows,
     supervised_epochs,
     team_rows,
@@ -28,6 +30,17 @@ def test_docstrings_go_and_the_code_stays() -> None:
     assert without_docstrings(code) == "def f(x):\n    return x + 1\n\ndef g():\n    pass"
     assert without_docstrings("not python (") == "not python ("
     assert answer_text("x = 1\n") == "```python\nx = 1\n```"
+
+
+def test_an_answer_longer_than_the_budget_names_its_problem_and_agent() -> None:
+    rows = [
+        SftRow("aux", "p/1", [1], [5] * 8),  # 7 tokens and the end of sequence: fits 8
+        SftRow("main", "p/1", [1], [5] * 9),
+        SftRow("main", "p/2", [1], [5] * 3),
+        SftRow("single", "p/3", [1], [5] * 20),
+    ]
+    assert over_budget(rows, 8) == {"p/1": ["main"], "p/3": ["single"]}
+    assert over_budget(rows, 20) == {}
 
 
 @pytest.fixture(scope="module")
