@@ -346,7 +346,8 @@ def _serve(args: argparse.Namespace) -> int:
         run_tool=run_in_box if args.server_tools else None,
     )
     limits = RequestLimits(args.max_tokens_limit, args.max_body_bytes)
-    app = build_app(served, settings, from_params.sampling_spec(params), limits, api_key)
+    sampling = from_params.sampling_spec(params)
+    app = build_app(served, settings, sampling, limits, api_key, connections.shutdown_timeout_s)
     run_server(app, args.host, args.port, connections)
     return 0
 

@@ -93,9 +93,11 @@ def build_app(
     defaults: SamplingSpec,
     limits: RequestLimits,
     api_key: str | None = None,
+    shutdown_timeout_s: float = 60.0,
 ) -> FastAPI:
-    """The app over `served`, its batcher started and stopped with the app; with `api_key`,
-    every path but /health and /metrics needs it (`auth.py`)."""
+    """The app over `served`, its batcher started and stopped with the app (waiting at most
+    `shutdown_timeout_s` for the batch under way); with `api_key`, every path but /health and
+    /metrics needs it (`auth.py`)."""
     metrics = ServeMetrics()
     batcher = Batcher(served, settings, metrics)
 
@@ -109,7 +111,7 @@ def build_app(
             settings.max_queue,
         )
         yield
-        batcher.close()
+        batcher.close(shutdown_timeout_s)
 
     # no /docs, /redoc, /openapi.json: the API is OpenAI's (docs/serving.md)
     app = FastAPI(

@@ -113,11 +113,18 @@ class Batcher:
         _fail(job, ServerClosing("the server shut down before answering"))
 
     def close(self, timeout_s: float = 60.0) -> None:
-        """Stop taking requests, let the worker finish its batch, fail whatever still waits."""
+        """Stop taking requests, let the worker finish its batch for at most `timeout_s`, fail
+        whatever still waits. A generate call still running then is left to end with the process
+        (the worker is a daemon thread; its requests were answered 503 by the transport)."""
         with self._lock:
             self._closing.set()
         if self._thread.is_alive():
             self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                log.warning(
+                    "still generating after %g s more (--shutdown-timeout-s): exiting without it",
+                    timeout_s,
+                )
         if self._tools is not None:
             self._tools.shutdown(wait=False, cancel_futures=True)
         for job in list(self._at_tools):

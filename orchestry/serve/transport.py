@@ -16,7 +16,7 @@ stalls is held forever, and a SIGTERM waits for it. Here, between the socket and
 - on SIGTERM or Ctrl-C the server stops accepting connections, closes the idle ones, answers 503
   to requests whose body is still coming, answers the requests it accepted (body read) for at
   most `shutdown_timeout_s` and 503 to those still waiting then; then the app's own shutdown waits
-  for the generate call under way.
+  for the generate call under way as long again at most, and exits without it.
 
 Every refusal is OpenAI's error object (`errors.py`). The deadlines and the shutdown live in a
 subclass of uvicorn's h11 protocol (`GuardedH11Protocol`), the Host check and the cap in an ASGI

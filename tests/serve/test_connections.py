@@ -120,3 +120,34 @@ def test_sigterm_with_stalled_connections_ends_in_time_and_answers_what_it_accep
         server.proc.wait(shutdown_s + 10)
         assert time.monotonic() - start < shutdown_s + 5
     assert "Traceback" not in log.read_text()
+
+
+LONG = json.dumps(
+    {
+        "model": "main",
+        "messages": [{"role": "user", "content": "Write a very long story about a dragon."}],
+        "max_tokens": 600,  # greedy, it writes all 600: about a minute on one core
+        "temperature": 0,
+    }
+).encode()
+
+
+def test_sigterm_during_a_long_generation_ends_within_the_shutdown_timeout(model):
+    """The generate call under way is not waited for past --shutdown-timeout-s (the batcher's
+    own 60 s wait used to follow the timeout: a minute more with this request)."""
+    shutdown_s = 2
+    log = model[0].parent / "sigterm_long.log"
+    flags = ["--shutdown-timeout-s", str(shutdown_s)]
+    with running_server(*model, flags, log, torch_threads=1) as server:
+        port = urlsplit(server.url).port
+        long = send(port, chat(body=LONG))
+        time.sleep(3)  # its generate call is under way
+        start = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        status, _, payload = answer(long)
+        assert status == 503 and "shutting down" in error_of(payload)["message"], payload
+        server.proc.wait(shutdown_s + 60)
+        assert time.monotonic() - start < shutdown_s + 8
+        assert server.proc.returncode in (0, -signal.SIGTERM)  # uvicorn re-raises it: no crash
+    text = log.read_text()
+    assert "Traceback" not in text and "still generating" in text
