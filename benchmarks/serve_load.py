@@ -38,8 +38,9 @@ from typing import Any
 import yaml
 from serve_soak import Server, SoakSettings, soak
 
+ROOT = Path(__file__).resolve().parents[1]
 # this checkout's package, not an installed one (a wheelhouse's): the manifest names what ran
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(ROOT))
 
 from orchestry import io  # noqa: E402
 from orchestry.bookkeeping.provenance import write_bench_manifest  # noqa: E402
@@ -48,7 +49,6 @@ from orchestry.serve.launch import running_server, server_process  # noqa: E402
 from orchestry.stages.from_params import make_policy  # noqa: E402
 
 log = logging.getLogger("serve_load")
-ROOT = Path(__file__).resolve().parents[1]
 SOAK_MAX_BODY = 1 << 20  # the soak server's --max-body-bytes (the default)
 
 

@@ -39,7 +39,7 @@ KEEP_FOR_TRAINING = 0.5
 
 
 def family_of(problem: Problem) -> str:
-    """`gen/map_fold/square+add` -> `map_fold`."""
+    """`gen/map_fold/square+add` -> `map_fold` (ids as `generator.problem_id` writes them)."""
     return problem.id.split("/")[1]
 
 
