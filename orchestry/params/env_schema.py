@@ -58,6 +58,13 @@ class PrepareParams(Section):
         description="Seed of the sets' shuffle (which problems are train and test); null = `seed`. "
         "Fix it to compare training seeds on the same held-out problems.",
     )
+    drop_over_budget: bool = Field(
+        False,
+        description="Code sets: drop every problem whose reference answer, as an agent writes it "
+        "(each role's part, and the whole program for the single agent), is longer than "
+        "`sampling.max_new_tokens` tokens of `model.name`'s tokenizer; summary.json counts "
+        "what was dropped, per set.",
+    )
 
     @field_validator("sets")
     @classmethod

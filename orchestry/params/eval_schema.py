@@ -25,6 +25,11 @@ class EvalParams(Section):
         description="`local` = the base model with adapters; `claude` runs the baselines' agents "
         "through the Anthropic API.",
     )
+    adapters: Literal["trained", "warm_start"] = Field(
+        "trained",
+        description="The adapters `evaluate` and `evaluate_single` load: `trained` = after RL "
+        "(`train`, `train_single`); `warm_start` = the `sft` stage's, before any RL.",
+    )
     processes: PositiveInt = Field(
         1,
         description="Data-parallel evaluation processes, one per GPU, for `evaluate` and the "

@@ -22,6 +22,7 @@ from orchestry.params.eval_schema import EvalParams
 from orchestry.params.orchestrate_schema import OrchestrateParams
 from orchestry.params.search_schema import BeamParams, PromptPolicyParams
 from orchestry.params.section import Section
+from orchestry.params.sft_schema import SftParams
 from orchestry.params.train_schema import TrainParams
 
 BASELINE_NAMES = ("single", "naive_concat", "sequential", "discussion")
@@ -241,6 +242,7 @@ class Params(Section):
     reward: RewardParams = RewardParams()
     train: TrainParams = TrainParams()
     smoke: SmokeParams = SmokeParams()
+    sft: SftParams = SftParams()
     evaluate: EvalParams = EvalParams()
     prompt_policy: PromptPolicyParams = PromptPolicyParams()
     beam: BeamParams = BeamParams()
