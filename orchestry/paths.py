@@ -25,6 +25,19 @@ def split(name: str) -> Path:
 
 # stage outputs
 SMOKE = Path("results/smoke/smoke.json")
+# the supervised warm start (stage sft): the team's adapters and the single agent's
+SFT = Path("results/sft")
+SFT_TEAM = SFT / "team"
+SFT_SINGLE = SFT / "single"
+SFT_HISTORY = SFT / "history.csv"
+SFT_METRICS = SFT / "metrics.json"
+
+
+def warm_start(single: bool) -> Path:
+    """The sft stage's adapters of the single agent (`single`) or of the team."""
+    return SFT_SINGLE if single else SFT_TEAM
+
+
 TRAIN = Path("results/train")
 ADAPTERS = TRAIN / "adapters"
 ROLLOUTS = TRAIN / "rollouts.jsonl"

@@ -72,6 +72,7 @@ def snakemake_jobs() -> dict[str, dict]:
             (
                 "all:",
                 "prepare:",
+                "sft:",
                 "smoke:",
                 "train:",
                 "train_single:",

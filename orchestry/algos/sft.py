@@ -15,13 +15,14 @@ the team's two adapters taking twice the optimizer steps: the control the pre-re
 
 from __future__ import annotations
 
-import ast
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
+
+from orchestry.envs.code.answers import answer_text, solo_program
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class Policy(Protocol):
     """What the warm start uses of the LoRA team (`agents/lora/team.TeamPolicy`)."""
 
     def prompt_ids(self, agent: str, messages: list[dict[str, str]]) -> list[int]: ...
+    def adapter_name(self, agent: str) -> str: ...
     def tokenizer(self, agent: str) -> Any: ...
     def trainable_parameters(self, agent: str) -> list[torch.nn.Parameter]: ...
     def sequence_logprobs(
@@ -61,27 +63,6 @@ class Policy(Protocol):
         grad: bool,
         reduction: str = "sum",
     ) -> tuple[torch.Tensor, torch.Tensor]: ...
-
-
-def without_docstrings(code: str) -> str:
-    """`code` with every module, class and function docstring removed (unchanged if it does not
-    parse: a reference that is no Python stays as it is)."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return code
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                if isinstance(body[0].value.value, str):
-                    node.body = body[1:] or [ast.Pass()]
-    return ast.unparse(tree)
-
-
-def answer_text(code: str) -> str:
-    """The answer an agent is taught to write for `code`: the code, docstrings off, fenced."""
-    return f"```python\n{without_docstrings(code).strip()}\n```"
 
 
 def answer_ids(policy: Policy, agent: str, text: str) -> list[int]:
@@ -114,7 +95,7 @@ def solo_rows(policy: Policy, solo_env: Any, team_env: Any, tasks: Sequence[Any]
         roles = (*team_env.roles.helpers, team_env.roles.main)
         parts = [team_env.reference(task, role) for role in roles]
         if all(parts):
-            program = "\n\n".join(without_docstrings(p).strip() for p in parts)
+            program = solo_program(parts)
             prompt = policy.prompt_ids(agent, solo_env.observe(task, agent))
             answer = answer_ids(policy, agent, answer_text(program))
             rows.append(SftRow(agent, task.id, prompt, answer))
@@ -133,26 +114,33 @@ def over_budget(rows: Sequence[SftRow], max_new_tokens: int) -> dict[str, list[s
 
 
 def answer_loss(policy: Policy, rows: Sequence[SftRow], grad: bool) -> torch.Tensor:
-    """The mean negative log-likelihood per answer token of `rows` (all of one agent)."""
-    agent = rows[0].agent
-    logprobs, counts = policy.sequence_logprobs(
-        agent, [r.prompt_ids for r in rows], [r.answer_ids for r in rows], grad=grad
-    )
-    return -logprobs.sum() / counts.sum().clamp(min=1)
+    """The mean negative log-likelihood per answer token of `rows` (of one adapter: one agent's,
+    or several agents' sharing one, each row under its own agent's prompt)."""
+    total, tokens = None, 0
+    for agent in dict.fromkeys(r.agent for r in rows):
+        own = [r for r in rows if r.agent == agent]
+        logprobs, counts = policy.sequence_logprobs(
+            agent, [r.prompt_ids for r in own], [r.answer_ids for r in own], grad=grad
+        )
+        total = -logprobs.sum() if total is None else total - logprobs.sum()
+        tokens += int(counts.sum())
+    assert total is not None, "answer_loss of no rows"
+    return total / max(tokens, 1)
 
 
 def supervised_epochs(
     policy: Policy, rows: Sequence[SftRow], settings: SftSettings
 ) -> list[dict[str, Any]]:
-    """Train each agent's adapter on its rows; returns one record per optimizer step (agent,
-    epoch, step, loss, tokens). Raises FloatingPointError naming the agent and step when a loss is
-    not finite (never a silent skip)."""
+    """Train each adapter on its rows (an agent's; a shared adapter's: its agents' rows mixed in
+    its batches); returns one record per optimizer step (agent: the adapter's name, which is the
+    agent's own unless shared; epoch, step, loss, tokens). Raises FloatingPointError naming the
+    adapter and step when a loss is not finite (never a silent skip)."""
     by_agent: dict[str, list[SftRow]] = {}
     for row in rows:
-        by_agent.setdefault(row.agent, []).append(row)
+        by_agent.setdefault(policy.adapter_name(row.agent), []).append(row)
     history: list[dict[str, Any]] = []
     for agent, own in by_agent.items():
-        params = policy.trainable_parameters(agent)
+        params = policy.trainable_parameters(own[0].agent)
         optimizer = torch.optim.AdamW(params, lr=settings.lr, weight_decay=settings.weight_decay)
         order = random.Random(settings.seed)
         step = 0

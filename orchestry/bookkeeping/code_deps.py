@@ -17,6 +17,7 @@ PACKAGE = "orchestry"
 ROOT = Path(__file__).resolve().parents[2]
 STAGES = (
     "prepare",
+    "sft",
     "smoke",
     "train",
     "train_single",

@@ -62,6 +62,8 @@ REPORTED = [
     (paths.HISTORY, "history.csv"),
     (paths.SINGLE_METRICS, "train_single_metrics.json"),
     (paths.SINGLE_HISTORY, "train_single_history.csv"),
+    (paths.SFT_METRICS, "sft_metrics.json"),
+    (paths.SFT_HISTORY, "sft_history.csv"),
     (paths.SCHEMES / "summary.json", "schemes.json"),
     (paths.PREPARED_SUMMARY, "split.json"),
     (paths.PROMPT_POLICY, "prompt_policy"),
@@ -157,8 +159,9 @@ def trained_single(trained: Path | None) -> bool:
 
 def methods_table(methods: list[Path]) -> str:
     """methods.md for a report without results.md (a run with `--only`): each method's return,
-    pass@1 and test pass rate where its environment has tests, with their 95% CIs, and the
-    tokens generated per answer, read from its metrics file."""
+    pass@1 and test pass rates (plain and robust, n/a for a run before the robust one) where its
+    environment has tests, with their 95% CIs, and the tokens generated per answer, read from
+    its metrics file."""
 
     def cell(m: dict[str, Any], key: str, ci: str) -> str:
         if m.get(key) is None:
@@ -172,8 +175,8 @@ def methods_table(methods: list[Path]) -> str:
         "Written by `python -m orchestry.bookkeeping.experiment` from methods/*.json (95% bootstrap CIs over "
         "tasks); do not edit.",
         "",
-        "| Method | Return | pass@1 | Test pass rate | Tokens/answer |",
-        "|---|---|---|---|---|",
+        "| Method | Return | pass@1 | Test pass rate | Robust test pass rate | Tokens/answer |",
+        "|---|---|---|---|---|---|",
     ]
     for path in methods:
         m = json.loads(path.read_text())
@@ -181,6 +184,7 @@ def methods_table(methods: list[Path]) -> str:
             cell(m, "return_mean", "return_ci95"),
             cell(m, "pass@1", "pass@1_ci95"),
             cell(m, "test_pass_rate", "test_pass_rate_ci95"),
+            cell(m, "robust_test_pass_rate", "robust_test_pass_rate_ci95"),
             f"{m['new_tokens_mean']:.0f}",
         ]
         lines.append(f"| {path.stem} | " + " | ".join(cells) + " |")

@@ -10,7 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-CODE_SETS = ("coop", "coop3", "humaneval", "humaneval_paper", "gen", "gen_unseen")
+CODE_SETS = (
+    "coop",
+    "coop3",
+    "humaneval",
+    "humaneval_paper",
+    "gen",
+    "gen_unseen",
+    "gen_train",
+    "gen_compose",
+    "gen_unseen_balanced",
+)
 
 
 @dataclass(frozen=True)

@@ -26,5 +26,8 @@ class EnvOptions:
     """`env.rename_lone_helper` (the code task)."""
     tools: Mapping[str, Any]
     """The `env.tools` section (the code task's tools within a turn; `enabled` false = none)."""
+    evaluation: bool = False
+    """Built for an evaluation stage: the code task adds its robust test pass rate (training, never:
+    its metrics stay as they were)."""
     judge: Callable[[], Any] = field(default=lambda: None)
     """Makes the env's LLM judge when params ask for one (the story's Claude judge), else None."""

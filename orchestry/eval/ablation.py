@@ -70,7 +70,7 @@ def team_values(report: Path, method: str) -> dict[str, dict[str, dict[str, floa
     out: dict[str, dict[str, dict[str, float]]] = {}
     for metric in CODE_METRICS:
         for r in rows:
-            if r[metric] == "":
+            if r.get(metric, "") == "":  # no value, or a file from before the metric existed
                 continue
             for heldout in (ALL_SETS, r["heldout_set"]):
                 out.setdefault(metric, {}).setdefault(heldout, {})[r["problem_id"]] = float(

@@ -8,6 +8,10 @@ envs/code/role_checks.py fills): does the helper define aux, is aux right on its
 does main call aux (and use its value), would main be right with the reference aux. A rate is the
 mean over the rows that have a value (n/a rows, e.g. HumanEval has no reference aux, are left out; a rate
 with no value at all is null); its CI resamples the per-problem means.
+
+The robust test pass rate (`robust_test_pass_rate`, envs/code/trivial_tests.py) counts only the
+tests no constant answer passes; a problem whose tests are all trivial has no value, and
+`all_trivial_problems` counts them (rows from before the rate existed have neither).
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ RATES: dict[str, Callable[[dict[str, Any]], float | None]] = {
     # the paper's coop metric: main calls aux and uses its value, in a program passing >= 1 test
     "coop_rate": lambda r: float(r["reward"]["main_calls_aux"] and r["reward"]["pass_rate"] > 0),
     "test_pass_rate": lambda r: r["reward"]["pass_rate"],
+    # the asserts a constant answer cannot pass (None: every test is trivial, or an older row)
+    "robust_test_pass_rate": lambda r: _float(r.get("robust_pass_rate")),
     "aux_defined_rate": lambda r: _float(r.get("aux_defined")),
     "aux_correct_rate": lambda r: _float(r.get("aux_correct")),
     "main_calls_aux_rate": lambda r: float(r["reward"]["main_calls_aux"]),
@@ -118,6 +124,11 @@ def compute_metrics(
         out[name] = float(np.mean(per_row)) if per_row else None
         out[f"{name}_ci95"] = (
             list(bootstrap_ci(per_problem, resamples, seed)) if per_problem else None
+        )
+    if any("robust_pass_rate" in r for r in rows):
+        out["all_trivial_problems"] = sum(  # problems whose every assert a constant passes
+            all("robust_pass_rate" in r and r["robust_pass_rate"] is None for r in v)
+            for v in by_problem.values()
         )
     return {**out, **_tokens(rows)}
 

@@ -5,10 +5,13 @@ bootstrap resamples problems for both at once (the same indices): the variation 
 which both methods share, cancels, and a real difference can stand out where the marginal CIs of
 `metrics.py` overlap. Per problem, each metric is first the mean over its rows (samples):
 
-    pass@1          fraction correct = the unbiased pass@k estimator at k = 1 (`metrics.pass_at_k`)
-    test_pass_rate  fraction of asserts passed (`metrics.RATES`)
-    coop_rate       main calls aux and uses it in a program passing >= 1 test (`metrics.RATES`)
-    return          the total reward
+    pass@1                 fraction correct = the unbiased pass@k estimator at k = 1
+                           (`metrics.pass_at_k`)
+    test_pass_rate         fraction of asserts passed (`metrics.RATES`)
+    robust_test_pass_rate  fraction of the asserts no constant answer passes (`metrics.RATES`);
+                           rows without it (older runs, all-trivial problems) are left out
+    coop_rate              main calls aux and uses it in a program passing >= 1 test
+    return                 the total reward
 
 A problem's held-out set is the source prefix of its id (`<source>/<name>`: `coop/count_evens`,
 `humaneval/HumanEval/0`, `story/001`); rows carry no source field of their own. Every set is
@@ -46,10 +49,18 @@ Row = Mapping[str, Any]
 CODE_METRICS: dict[str, Callable[[Row], float | None]] = {
     "pass@1": lambda r: float(r["correct"]),
     "test_pass_rate": RATES["test_pass_rate"],
+    "robust_test_pass_rate": RATES["robust_test_pass_rate"],
     "coop_rate": RATES["coop_rate"],
     "return": lambda r: float(r["reward"]["total"]),
 }
 TEXT_METRICS = {"return": CODE_METRICS["return"]}
+PROBLEM_METRICS: dict[str, Callable[[Row], float | None]] = {
+    "main_with_reference_aux": lambda r: (
+        None if r.get("main_correct_ref_aux") is None else float(r["main_correct_ref_aux"])
+    ),
+}
+"""Kept per problem in reports (per_problem.csv), not paired: main's code joined with the
+reference helper passes every test (the warm start's gate reads it: `orchestry.eval.gate`)."""
 
 
 def heldout_set(problem_id: str) -> str:
@@ -131,12 +142,10 @@ def paired_rows(
             n_samples = min(len(pair[m][p]) for m in pair for p in shared)
             text = not all("correct" in g[p][0] for g in pair.values() for p in shared)
             for metric, value in (TEXT_METRICS if text else CODE_METRICS).items():
-                diff = paired_difference(
-                    problem_means(pair[team], value),
-                    problem_means(pair[method], value),
-                    resamples,
-                    seed,
-                )
+                means = [problem_means(pair[m], value) for m in (team, method)]
+                if not set(means[0]) & set(means[1]):  # no shared problem has it (older rows)
+                    continue
+                diff = paired_difference(*means, resamples, seed)
                 out.append(
                     {
                         "heldout_set": heldout,
@@ -156,7 +165,14 @@ def _in_set(problems: Mapping[str, Sequence[Row]], heldout: str) -> dict[str, Se
     return {p: rows for p, rows in problems.items() if heldout_set(p) == heldout}
 
 
-PER_PROBLEM = ("method", "heldout_set", "problem_id", "n_samples", *CODE_METRICS)
+PER_PROBLEM = (
+    "method",
+    "heldout_set",
+    "problem_id",
+    "n_samples",
+    *CODE_METRICS,
+    *PROBLEM_METRICS,
+)
 
 
 def per_problem_rows(rows_by_method: Mapping[str, Sequence[Row]]) -> list[dict[str, Any]]:
@@ -169,7 +185,7 @@ def per_problem_rows(rows_by_method: Mapping[str, Sequence[Row]]) -> list[dict[s
             text = "correct" not in group[0]
             values = {
                 metric: problem_means({pid: group}, value).get(pid)
-                for metric, value in CODE_METRICS.items()
+                for metric, value in (CODE_METRICS | PROBLEM_METRICS).items()
                 if not text or metric in TEXT_METRICS
             }
             out.append(
@@ -178,7 +194,7 @@ def per_problem_rows(rows_by_method: Mapping[str, Sequence[Row]]) -> list[dict[s
                     "heldout_set": heldout_set(pid),
                     "problem_id": pid,
                     "n_samples": len(group),
-                    **{m: values.get(m) for m in CODE_METRICS},
+                    **{m: values.get(m) for m in (*CODE_METRICS, *PROBLEM_METRICS)},
                 }
             )
     return out

@@ -34,8 +34,16 @@ CSV_RATES = [
     "pass@1",
     "coop_rate",
     "test_pass_rate",
+    "robust_test_pass_rate",
     *(k for k, _ in ROLE_RATES if k != "coop_rate"),
 ]
+
+ROBUST_NOTE = (
+    "The robust test pass rate counts only the asserts that no constant answer passes (one "
+    'returning None, [], {}, 0, "", False or its first argument, whatever its input; '
+    "envs/code/trivial_tests.py), so a program that ignores its input scores 0 on it; a problem "
+    "whose asserts are all such is left out. n/a: a run from before the rate existed."
+)
 
 
 def fractions(counts: dict[str, int], labels: list[str]) -> np.ndarray:
@@ -45,13 +53,15 @@ def fractions(counts: dict[str, int], labels: list[str]) -> np.ndarray:
 
 def comparison_csv(table: pd.DataFrame) -> str:
     """One row per method: the headline numbers, each rate with its 95% CI bounds, then the
-    paper's normalised columns (eval/normalised.py, in percent)."""
+    paper's normalised columns (eval/normalised.py, in percent). A rate the metrics files lack
+    (the robust test pass rate of a run before it existed) has empty cells."""
     out = table[["method", "label", "return_mean", "new_tokens_mean"]].copy()
     for col in CSV_RATES:
         ci = "pass@1_ci95" if col == "pass@1" else f"{col}_ci95"
-        out[col] = table[col]
-        out[f"{col}_ci_low"] = table[ci].map(lambda c: None if c is None else c[0])
-        out[f"{col}_ci_high"] = table[ci].map(lambda c: None if c is None else c[1])
+        out[col] = table[col] if col in table else None
+        bounds = table[ci] if ci in table else pd.Series([None] * len(table), index=table.index)
+        out[f"{col}_ci_low"] = bounds.map(lambda c: c[0] if isinstance(c, list | tuple) else None)
+        out[f"{col}_ci_high"] = bounds.map(lambda c: c[1] if isinstance(c, list | tuple) else None)
     for col in PAPER_COLUMNS:
         out[col] = table[col]
     return out.to_csv(index=False, float_format="%.6f")
@@ -99,6 +109,7 @@ def results_markdown(
         "Return 95% CI",
         "Syntax",
         "Test pass rate",
+        "Robust test pass rate",
         "Coop. rate",
         *PAPER_LABELS.values(),
         "Tokens/answer",
@@ -116,13 +127,15 @@ def results_markdown(
         ]
         cells += [
             f"{r['test_pass_rate']:.3f}",
+            _rate(r.get("robust_test_pass_rate")),
             f"{r['coop_rate']:.3f}",
             *(f"{r[col]:.1f}" for col in PAPER_COLUMNS),
             f"{r['new_tokens_mean']:.0f}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     maxima = {"max_return": max_return(weights), "max_coop": max_cooperation(weights)}
-    lines += ["", DEFINITION.format(**maxima), *(["", *n] if (n := searched_note(table)) else [])]
+    lines += ["", DEFINITION.format(**maxima), "", ROBUST_NOTE]
+    lines += ["", *n] if (n := searched_note(table)) else []
     labels = dict(zip(table["method"], table["label"], strict=True))
     lines += ["", paired_markdown(paired, labels).rstrip("\n")]
     lines += [
@@ -167,6 +180,11 @@ def results_markdown(
     return "\n".join(lines) + "\n"
 
 
+def _rate(value: Any) -> str:
+    """A rate's cell; n/a where the metrics lack it (a run from before the rate existed)."""
+    return "n/a" if value is None or pd.isna(value) else f"{value:.3f}"
+
+
 def _with_ci(metrics: dict[str, Any], key: str, ci_key: str | None = None) -> str:
     value, ci = metrics.get(key), metrics.get(ci_key or f"{key}_ci95")
     if value is None:
@@ -185,6 +203,7 @@ def ablations_markdown(
         "train coop rate (first -> last quarter)",
         "test coop rate [95% CI]",
         "test pass rate [95% CI]",
+        "robust test pass rate [95% CI]",
         "pass@1 [95% CI]",
         "aux correct",
         "main calls aux",
@@ -212,6 +231,7 @@ def ablations_markdown(
             trend,
             _with_ci(ev, "coop_rate"),
             _with_ci(ev, "test_pass_rate"),
+            _with_ci(ev, "robust_test_pass_rate"),
             _with_ci(ev, "pass@1", "pass@1_ci95"),
             _with_ci(ev, "aux_correct_rate"),
             _with_ci(ev, "main_calls_aux_rate"),

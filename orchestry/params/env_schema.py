@@ -17,7 +17,14 @@ from orchestry.envs.catalog import TOOL_NAMES, all_sets, env_entry
 from orchestry.params.section import Section
 
 # Sets of held-out problems only: their n_train must be 0 (envs/code/generated/catalogue.py).
-TEST_ONLY_SETS = ("gen_unseen",)
+TEST_ONLY_SETS = ("gen_unseen", "gen_compose", "gen_unseen_balanced")
+OVERLAPPING_SETS = (
+    ("humaneval", "humaneval_paper"),
+    ("gen", "gen_train"),
+    ("gen", "gen_compose"),
+    ("gen_unseen", "gen_unseen_balanced"),
+)
+"""Pairs of sets that hold the same problems: one of each pair at most is used."""
 CODE_DEFAULT_AGENTS = list(env_entry("code").roles)
 """`model.agents`' default: the code task's roles (another env then plays with its own)."""
 
@@ -50,7 +57,10 @@ class PrepareParams(Section):
         "the paper's fixed split (train: the first n_train of HumanEval/33-162, test: the first "
         "n_test of HumanEval/0-31), `coop3` 7 three-role problems, `gen` 2149 generated "
         "problems of the trained families, `gen_unseen` 456 of the held-out families (test "
-        "only: n_train 0; docs/generated_problems.md); story: `story` 40 themes; writing: "
+        "only: n_train 0; docs/generated_problems.md), `gen_train` 1909 (`gen` less its held-out "
+        "pairs), `gen_compose` 240 held-out pairs of the trained families (ids `gen_compose/...`; "
+        "test only) and `gen_unseen_balanced` 190 of `gen_unseen`, no family over 40% (test "
+        "only): the team-vs-single comparison's sets; story: `story` 40 themes; writing: "
         "`tldr` 40 posts, `arxiv` 40 abstracts); a set left out is not used.",
     )
     split_seed: int | None = Field(
@@ -83,14 +93,16 @@ class PrepareParams(Section):
             if name in self.sets and self.sets[name].n_train != 0:
                 raise ValueError(
                     f"prepare.sets.{name}.n_train must be 0, got {self.sets[name].n_train}: "
-                    f"{name} holds held-out families only (test split); train on `gen`"
+                    f"{name} holds held-out problems only (test split); train on `gen` or "
+                    "`gen_train`"
                 )
-        both = [name for name in ("humaneval", "humaneval_paper") if name in self.sets]
-        if len(both) == 2 and all(self.sets[n].n_train + self.sets[n].n_test for n in both):
-            raise ValueError(
-                "prepare.sets: humaneval and humaneval_paper are the same 164 problems; give "
-                "only one of them n_train or n_test > 0"
-            )
+        for pair in OVERLAPPING_SETS:
+            both = [n for n in pair if n in self.sets]
+            if len(both) == 2 and all(self.sets[n].n_train + self.sets[n].n_test for n in both):
+                raise ValueError(
+                    f"prepare.sets: {pair[0]} and {pair[1]} hold the same problems; give only "
+                    "one of them n_train or n_test > 0"
+                )
         return self
 
 

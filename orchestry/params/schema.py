@@ -22,8 +22,7 @@ from orchestry.params.eval_schema import EvalParams
 from orchestry.params.orchestrate_schema import OrchestrateParams
 from orchestry.params.search_schema import BeamParams, PromptPolicyParams
 from orchestry.params.section import Section
-from orchestry.params.sft_schema import SftParams
-from orchestry.params.train_schema import TrainParams
+from orchestry.params.train_schema import SftParams, TrainParams
 
 BASELINE_NAMES = ("single", "naive_concat", "sequential", "discussion")
 

@@ -26,16 +26,22 @@ def run(params: Params) -> None:
     problems = read_tasks(params, "test")
     if not problems:
         raise FileNotFoundError("the test split is empty; give prepare.sets some n_test")
-    if not paths.ADAPTERS.is_dir():
+    adapters = (
+        paths.warm_start(single=False)
+        if params.evaluate.adapters == "warm_start"
+        else paths.ADAPTERS
+    )
+    if not adapters.is_dir():
+        stage = "sft" if params.evaluate.adapters == "warm_start" else "train"
         raise FileNotFoundError(
-            f"{paths.ADAPTERS} is missing; run the train stage first (dvc repro train)"
+            f"{adapters} is missing; run the {stage} stage first (dvc repro {stage})"
         )
     seed_everything(params.seed)
     e = params.evaluate
 
     def rows_of(tasks: Sequence[Any], rank: int) -> list[dict[str, Any]]:
         policy = make_policy(params)
-        policy.load_adapters(paths.ADAPTERS)
+        policy.load_adapters(adapters)
         policy.sample_stream = rank
         env = make_env(params, training=False)
         return team(policy, env, tasks, e.n_samples, sampling_spec(params), "magrpo")

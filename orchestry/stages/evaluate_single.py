@@ -33,17 +33,22 @@ def run(params: Params) -> None:
     problems = read_tasks(params, "test")
     if not problems:
         raise FileNotFoundError("the test split is empty; give prepare.sets some n_test")
-    if not paths.SINGLE_ADAPTERS.is_dir():
+    adapters = (
+        paths.warm_start(single=True)
+        if params.evaluate.adapters == "warm_start"
+        else paths.SINGLE_ADAPTERS
+    )
+    if not adapters.is_dir():
+        stage = "sft" if params.evaluate.adapters == "warm_start" else "train_single"
         raise FileNotFoundError(
-            f"{paths.SINGLE_ADAPTERS} is missing; run the train_single stage first "
-            "(dvc repro train_single)"
+            f"{adapters} is missing; run the {stage} stage first (dvc repro {stage})"
         )
     seed_everything(params.seed)
     e, solo = params.evaluate, single_agent_params(params)
 
     def rows_of(tasks: Sequence[Any], rank: int) -> list[dict[str, Any]]:
         policy = make_policy(solo)
-        policy.load_adapters(paths.SINGLE_ADAPTERS)
+        policy.load_adapters(adapters)
         policy.sample_stream = rank
         env = make_env(params, training=False)
         (agent,) = solo.model.agents

@@ -144,7 +144,8 @@ def sandbox_limits(params: Params) -> SandboxLimits:
 def make_env(params: Params, training: bool = True) -> Env:
     """The environment `env.name` selects (envs/registry.py), with its params: its own section,
     the reward weights, the sandbox limits and, for training, the feedback mode (evaluation is
-    single-turn and does not depend on the train section)."""
+    single-turn and does not depend on the train section; its code env adds the robust test pass
+    rate, envs/code/trivial_tests.py)."""
     kind = env_kind(params.env.name)
     section = getattr(params.env, kind.name, None)  # an env without settings has no section
     options = EnvOptions(
@@ -155,6 +156,7 @@ def make_env(params: Params, training: bool = True) -> Env:
         feedback=params.train.feedback if training else None,
         rename_lone_helper=params.env.rename_lone_helper,
         tools=params.env.tools.model_dump(),
+        evaluation=not training,
         judge=lambda: story_judge(params),
     )
     return kind.build(Roles.from_agents(params.model.agents), options)

@@ -133,14 +133,20 @@ def gather_rollout(ro: Rollout, world: World, order: Sequence[str]) -> Rollout |
     )
 
 
-def run_hash(params: Params, problems: list[Any]) -> str:
-    """Identifies a training run (settings + data) so a checkpoint is only resumed by the same run;
-    the number of processes is left out: a run resumes at any."""
+def run_hash(params: Params, problems: list[Any], start: Path | None = None) -> str:
+    """Identifies a training run (settings + data, and the adapters it starts from when not fresh:
+    `start`) so a checkpoint is only resumed by the same run; the number of processes is left out:
+    a run resumes at any."""
     keys = params.model_dump(
         include={"seed", "model", "sampling", "sandbox", "env", "reward", "train"}
     )
     del keys["train"]["processes"]
     keys["problems"] = [p.id for p in problems]
+    if start is not None:  # a run from other warm-start adapters is another run
+        digest = hashlib.sha256()
+        for f in sorted(p for p in start.rglob("*") if p.is_file()):
+            digest.update(f"{f.relative_to(start)}\0".encode() + f.read_bytes())
+        keys["warm_start"] = digest.hexdigest()
     return hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -341,7 +347,10 @@ def run_training(
         if not world.is_main:  # rank 0 speaks for the run
             logging.getLogger("orchestry").setLevel(logging.WARNING)
         policy, env = make_policy(trained), env_of(params)
-        ckpt_dir = paths.CHECKPOINTS / f"{stage}-{run_hash(trained, problems)}"
+        start = paths.warm_start(single=stage == "train_single") if params.sft.enabled else None
+        if start is not None:  # RL starts from the warm start (stage sft)
+            policy.load_adapters(start)
+        ckpt_dir = paths.CHECKPOINTS / f"{stage}-{run_hash(trained, problems, start)}"
         expert, judge = training_hooks(trained, out_dir, world)
         work = out_dir / ".partial"
         work.mkdir(parents=True, exist_ok=True)

@@ -18,8 +18,8 @@ from orchestry.algos.sft import (
     solo_rows,
     supervised_epochs,
     team_rows,
-    without_docstrings,
 )
+from orchestry.envs.code.answers import without_docstrings
 from orchestry.envs.code.problems import load_problem_dir
 from orchestry.envs.solo import SOLO_AGENT, SoloEnv
 from orchestry.stages.from_params import make_env
@@ -76,3 +76,19 @@ def test_the_warm_start_lowers_the_answer_loss_of_team_and_single(problems) -> N
         assert len(history) == 3 * len(by_agent)
         for agent in by_agent:
             assert after[agent] < 0.8 * before[agent], (agent, before, after)
+
+
+@pytest.mark.slow
+def test_a_shared_adapter_learns_both_roles_in_one_optimizer(problems) -> None:
+    """`model.shared_adapter` (the pre-registration's decomposition-without-specialisation control):
+    one adapter, one optimizer, the two roles' rows mixed in its batches."""
+    env = make_env(DEFAULTS)
+    team = TeamPolicy(model_spec(), ("aux", "main"), lora(r=4, alpha=8), shared_adapter=True)
+    rows = team_rows(team, env, problems[:2])
+    with torch.no_grad():
+        before = answer_loss(team, rows, grad=False).item()
+    history = supervised_epochs(team, rows, SftSettings(epochs=2, lr=2e-3, batch_rows=4, seed=0))
+    with torch.no_grad():
+        after = answer_loss(team, rows, grad=False).item()
+    assert {h["agent"] for h in history} == {"shared"} and len(history) == 2  # 4 rows a batch
+    assert after < 0.8 * before, (before, after)

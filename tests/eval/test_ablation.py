@@ -104,3 +104,24 @@ def test_the_reports_index_knows_an_ablation_folder_and_its_code(tmp_path):
     assert record["code_files"] == len(ablation_code())
     assert {"orchestry/eval/ablation.py", "orchestry/eval/paired.py"} <= set(ablation_code())
     assert producing_code(None, "ablation", "abl") == ablation_code()
+
+
+def test_a_per_problem_csv_from_before_the_robust_rate_still_pairs(tmp_path):
+    """A committed report's per_problem.csv lacks the robust_test_pass_rate column: the other
+    metrics pair as before and that one is left out."""
+    pids = ["coop/a", "coop/b", "coop/c"]
+    ref = report(tmp_path / "ref", dict.fromkeys(pids, 0.25))
+    with (ref / "per_problem.csv").open() as f:
+        old = [
+            {k: v for k, v in r.items() if k != "robust_test_pass_rate"} for r in csv.DictReader(f)
+        ]
+    with (ref / "per_problem.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(old[0]))
+        writer.writeheader()
+        writer.writerows(old)
+    lever = report(tmp_path / "scaled", dict.fromkeys(pids, 0.5), "scaled")
+    out = tmp_path / "ablation"
+    assert main([str(ref), str(lever), "--out", str(out), "--resamples", "50"]) == 0
+    with (out / "ablation.csv").open() as f:
+        metrics = {r["metric"] for r in csv.DictReader(f)}
+    assert "test_pass_rate" in metrics and "robust_test_pass_rate" not in metrics

@@ -115,3 +115,21 @@ def test_role_rates_with_cis_and_not_applicable_rows():
         assert lo <= m[name] <= hi
     na = compute_metrics([_row("c", True, 4.0)], ks=[1], resamples=20, seed=0)
     assert na["aux_correct_rate"] is None and na["aux_correct_rate_ci95"] is None
+
+
+def test_the_robust_test_pass_rate_leaves_out_rows_without_one():
+    rows = [
+        {**_row("a", False, 1.0), "robust_pass_rate": 0.0},
+        {**_row("a", True, 4.0), "robust_pass_rate": 0.5},
+        {**_row("b", True, 4.0), "robust_pass_rate": None},  # every assert trivial
+        {**_row("b", True, 4.0), "robust_pass_rate": None},
+        _row("c", True, 4.0),  # a row from before the rate existed
+    ]
+    m = compute_metrics(rows, ks=[1], resamples=200, seed=0)
+    assert m["test_pass_rate"] == pytest.approx(4 / 5)
+    assert m["robust_test_pass_rate"] == pytest.approx(0.25)
+    assert m["robust_test_pass_rate_ci95"] == pytest.approx([0.25, 0.25])  # one problem has it
+    assert m["all_trivial_problems"] == 1
+    old = compute_metrics([_row("c", True, 4.0)], ks=[1], resamples=20, seed=0)
+    assert old["robust_test_pass_rate"] is None and old["robust_test_pass_rate_ci95"] is None
+    assert "all_trivial_problems" not in old

@@ -253,4 +253,25 @@ def test_per_problem_rows_hold_each_methods_problem_means() -> None:
     assert text["return"] == 0.5 and text["pass@1"] is None
     table = per_problem_csv(rows).splitlines()
     assert table[0].split(",") == list(PER_PROBLEM) and len(table) == 1 + len(rows)
-    assert table[-1] == "story,story,story/001,1,,,,0.500000"
+    assert table[-1] == "story,story,story/001,1,,,,,0.500000,"
+
+
+def test_the_robust_rate_pairs_only_problems_both_methods_have_it_on() -> None:
+    """robust_test_pass_rate: None (every assert trivial) and rows from before the rate are left
+    out per problem; a method with no such rows at all gets no robust row."""
+
+    def robust(rows: list[dict], rates: dict[str, float | None]) -> list[dict]:
+        return [{**r, "robust_pass_rate": rates[r["problem_id"]]} for r in rows]
+
+    rates = {p: 0.5 for p in PIDS} | {PIDS[0]: None}
+    team = robust(method_rows(PIDS, 3.0), rates)
+    single = robust(method_rows(PIDS, 1.0), {**rates, PIDS[1]: 0.0})
+    out = paired_rows({"magrpo": team, "single": single, "old": method_rows(PIDS, 1.0)}, 400, 0)
+    (r,) = [r for r in out if r["metric"] == "robust_test_pass_rate" and r["heldout_set"] == "all"]
+    assert r["method"] == "single" and r["n_problems"] == len(PIDS) - 1  # PIDS[0]: all trivial
+    assert r["team_value"] == 0.5 and r["diff"] == pytest.approx(0.5 / (len(PIDS) - 1))
+    assert {r["method"] for r in out if r["metric"] == "test_pass_rate"} == {"single", "old"}
+    per = per_problem_rows({"magrpo": team, "old": method_rows(PIDS, 1.0)})
+    assert pick(per, method="magrpo", problem_id=PIDS[1])["robust_test_pass_rate"] == 0.5
+    assert pick(per, method="magrpo", problem_id=PIDS[0])["robust_test_pass_rate"] is None
+    assert pick(per, method="old", problem_id=PIDS[1])["robust_test_pass_rate"] is None

@@ -133,7 +133,7 @@ def test_a_failing_stage_exits_1_naming_it_and_reports_nothing(tiny_repo):
     proc = run_in(
         repo, "python", "-m", "orchestry.bookkeeping.experiment", "broken.yaml", check=False
     )
-    assert proc.returncode == 1 and "stage smoke exited" in proc.stderr, proc.stderr[-2000:]
+    assert proc.returncode == 1 and "stage sft exited" in proc.stderr, proc.stderr[-2000:]
     assert not (repo / "reports" / "broken").exists()
     assert (repo / "build" / "experiments" / "broken" / ".experiment" / "prepare.done").exists()
 
@@ -190,12 +190,16 @@ def test_a_report_without_results_md_gets_a_methods_table(tmp_path):
     text = {"return_mean": 0.8, "return_ci95": [0.7, 0.9], "new_tokens_mean": 96.0}
     (tmp_path / "beam.json").write_text(json.dumps(code))
     (tmp_path / "story.json").write_text(json.dumps(text))
-    table = methods_table([tmp_path / "beam.json", tmp_path / "story.json"])
-    assert (
-        "| beam | 1.500 [1.250, 1.750] | 0.500 [0.000, 1.000] | 0.250 [0.000, 0.500] | 480 |"
+    robust = {**code, "robust_test_pass_rate": 0.125, "robust_test_pass_rate_ci95": [0.0, 0.25]}
+    (tmp_path / "best_of.json").write_text(json.dumps(robust))
+    paths = [tmp_path / f"{m}.json" for m in ("beam", "story", "best_of")]
+    table = methods_table(paths)
+    assert (  # beam's file is from before the robust rate: n/a
+        "| beam | 1.500 [1.250, 1.750] | 0.500 [0.000, 1.000] | 0.250 [0.000, 0.500] | n/a | 480 |"
         in table
     )
-    assert "| story | 0.800 [0.700, 0.900] | n/a | n/a | 96 |" in table
+    assert "| story | 0.800 [0.700, 0.900] | n/a | n/a | n/a | 96 |" in table
+    assert "| 0.250 [0.000, 0.500] | 0.125 [0.000, 0.250] | 480 |" in table
 
 
 def test_stages_that_read_no_outputs_of_each_other_may_run_at_once():

@@ -106,6 +106,9 @@ def test_the_stage_writes_paired_csv_and_the_paper_columns(tmp_path, monkeypatch
     scores |= {"discussion": 3.5, "single_grpo": 3.0}
     for method, score in scores.items():
         rows = _code_rows(method, "coop/a", score) + _code_rows(method, "humaneval/H/0", score)
+        if method in ("magrpo", "single"):  # the others' rows are from before the robust rate
+            robust = {"coop/a": score / 8, "humaneval/H/0": None}  # H/0: every assert trivial
+            rows = [{**r, "robust_pass_rate": robust[r["problem_id"]]} for r in rows]
         io.write_jsonl(paths.generations(method), rows)
         io.write_json(paths.metrics(method), compute_metrics(rows, [1], 50, 0))
     io.write_json(figures.SCHEMES, {"labels": ["x"], "per_method": {}, "training_windows": []})
@@ -118,7 +121,13 @@ def test_the_stage_writes_paired_csv_and_the_paper_columns(tmp_path, monkeypatch
     lines = paths.PAIRED_CSV.read_text().splitlines()
     assert lines[0] == ",".join(COLUMNS)
     paired = pd.read_csv(paths.PAIRED_CSV)
-    assert len(paired) == 3 * 4 * 5  # {all, coop, humaneval} x 4 metrics x 5 other methods
+    # {all, coop, humaneval} x 4 metrics x 5 other methods, and the robust rate where both have it
+    assert len(paired) == 3 * 4 * 5 + 2
+    robust = paired.query("metric == 'robust_test_pass_rate'")
+    assert robust[["heldout_set", "method", "n_problems", "diff"]].values.tolist() == [
+        ["all", "single", 1, 0.125],
+        ["coop", "single", 1, 0.125],
+    ]
     assert set(paired["method"]) == set(scores) - {"magrpo"}
     single = paired.query("heldout_set == 'all' and metric == 'return' and method == 'single'")
     assert single[["n_problems", "n_samples", "diff"]].values.tolist() == [[2, 2, 1.0]]
@@ -132,7 +141,11 @@ def test_the_stage_writes_paired_csv_and_the_paper_columns(tmp_path, monkeypatch
         100.0,
     ]
     assert comparison.loc["single", "return_pct"] == 75.0
+    assert comparison.loc["magrpo", "robust_test_pass_rate"] == 0.5
+    assert comparison["robust_test_pass_rate"].isna().sum() == len(scores) - 2
     md = paths.RESULTS_MD.read_text()
+    assert "| Test pass rate | Robust test pass rate | Coop. rate |" in md
+    assert "| 1.000 | 0.500 | 1.000 |" in md and "| 0.750 | n/a | 1.000 |" in md
     assert "| Return % | Tests % | Coop % |" in md and "(arXiv 2508.04652, Table 2)" in md
     assert "## Paired differences (team − method, 95% paired bootstrap CI" in md
     assert "| all | 2 | 2 | return | Single model | 4.000 | 3.000 | **+1.000** |" in md

@@ -36,6 +36,7 @@ rule evaluate:
         stage_code("evaluate"),
         "data/prepared/test.jsonl",
         "results/train/adapters",
+        "results/sft/team",
     output:
         "results/evaluate/generations.jsonl",
         "results/evaluate/metrics.json",
@@ -62,6 +63,7 @@ rule evaluate_single:
         stage_code("evaluate_single"),
         "data/prepared/test.jsonl",
         "results/train_single/adapters",
+        "results/sft/single",
     output:
         "results/baselines/single_grpo/generations.jsonl",
         "results/baselines/single_grpo/metrics.json",

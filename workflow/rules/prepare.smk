@@ -14,6 +14,8 @@ rule prepare:
         sandbox=config["sandbox"],
         prepare=config["prepare"],
         env=config["env"],
+        model=config["model"],  # prepare.drop_over_budget: model.name's tokenizer
+        sampling=config["sampling"],  # and sampling.max_new_tokens
         option=params_option,
     conda:
         "../../environment.yml"

@@ -1,3 +1,29 @@
+rule sft:
+    input:
+        stage_code("sft"),
+        "data/prepared/train.jsonl",
+    output:
+        directory("results/sft/team"),
+        directory("results/sft/single"),
+        "results/sft/history.csv",
+        "results/sft/metrics.json",
+    params:
+        seed=config["seed"],
+        model=config["model"],
+        sampling=config["sampling"],
+        env=config["env"],
+        train=config["train"],
+        sft=config["sft"],
+        option=params_option,
+    conda:
+        "../../environment.yml"
+    threads: 2  # torch uses every core: one model stage at a time on a 2-core laptop
+    log:
+        "logs/sft.log",
+    shell:
+        "python -m orchestry{params.option} --log {log} sft"
+
+
 rule smoke:
     input:
         stage_code("smoke"),
@@ -28,6 +54,7 @@ rule train:
         stage_code("train"),
         "data/prepared/train.jsonl",
         "results/smoke/smoke.json",
+        "results/sft/team",
     output:
         directory("results/train/adapters"),
         "results/train/rollouts.jsonl",
@@ -43,6 +70,7 @@ rule train:
         reward=config["reward"],
         train=config["train"],
         anthropic=config["anthropic"],
+        sft=config["sft"],
         option=params_option,
     conda:
         "../../environment.yml"
@@ -58,6 +86,7 @@ rule train_single:
         stage_code("train_single"),
         "data/prepared/train.jsonl",
         "results/smoke/smoke.json",
+        "results/sft/single",
     output:
         directory("results/train_single/adapters"),
         "results/train_single/history.csv",
@@ -71,6 +100,7 @@ rule train_single:
         reward=config["reward"],
         train=config["train"],
         anthropic=config["anthropic"],
+        sft=config["sft"],
         option=params_option,
     conda:
         "../../environment.yml"

@@ -22,6 +22,7 @@ from orchestry.envs.code.reward import (
 )
 from orchestry.envs.code.role_checks import RoleChecks, plan_role_checks
 from orchestry.envs.code.sandbox import SandboxLimits, TestReport, run_many
+from orchestry.envs.code.trivial_tests import robust_pass_rate, trivial_tests
 from orchestry.envs.tools.registry import ToolUse
 
 FEEDBACK_MODES = ("level_feedback", "plain", "expert_edits")
@@ -42,9 +43,12 @@ class CodeEnv:
         *,
         rename_lone_helper: bool,
         tool_use: ToolUse | None = None,
+        robust: bool = False,
     ) -> None:
         """`feedback_mode` None: an env for single-turn evaluation, which never gives feedback.
-        `tool_use`: the tools the agents may call within a turn (docs/tools.md); None = no tools."""
+        `tool_use`: the tools the agents may call within a turn (docs/tools.md); None = no tools.
+        `robust`: also score the test pass rate a constant answer cannot earn (trivial_tests.py;
+        the evaluation stages' env), which runs 7 more programs per problem the first time."""
         if feedback_mode is not None and feedback_mode not in FEEDBACK_MODES:
             raise ValueError(
                 f"unknown feedback mode {feedback_mode!r}; use {', '.join(FEEDBACK_MODES)}"
@@ -53,6 +57,8 @@ class CodeEnv:
         self.feedback_mode = feedback_mode
         self.rename_lone_helper = rename_lone_helper
         self.tool_use = tool_use
+        self.robust = robust
+        self._trivial: dict[str, tuple[bool, ...]] = {}  # problem id -> its tests' trivial flags
 
     # ------------------------------------------------------------------ the contract
     def observe(self, task: Problem, agent: str, history: Sequence[Turn] = ()) -> Messages:
@@ -86,6 +92,8 @@ class CodeEnv:
         reports = run_many([*reward_jobs, *check_jobs], self.limits, self.workers)
         scored = finish_rewards(reports[: len(reward_jobs)])
         checks = finish_checks(reports[len(reward_jobs) :])
+        if self.robust:
+            self._learn_trivial([p for p, _ in batch])
         return [
             self._outcome(action, reward, report, check)
             for action, (reward, report), check in zip(actions, scored, checks, strict=True)
@@ -118,6 +126,18 @@ class CodeEnv:
         return prompts.teammates_answer_note({b: c for b, c in actions.items() if b != agent})
 
     # ------------------------------------------------------------------ scoring details
+    def _learn_trivial(self, problems: Sequence[Problem]) -> None:
+        """The trivial tests of the problems not seen before, in one sandbox batch."""
+        new = list({p.id: p for p in problems if p.id not in self._trivial}.values())
+        if new:
+            self._trivial.update(trivial_tests(new, self.limits, self.workers))
+
+    def _robust_rate(self, problem: Problem, report: TestReport | None) -> float | None:
+        """The fraction of the non-trivial tests passed (a program that did not run: none)."""
+        trivial = self._trivial[problem.id]
+        passed = report.passed if report is not None and report.passed else (False,) * len(trivial)
+        return robust_pass_rate(passed, trivial)
+
     def _outcome(
         self,
         action: JointAction,
@@ -161,5 +181,10 @@ class CodeEnv:
             "n_tests": len(problem.tests),
             "first_failure": report.first_failure if report else None,
         }
+        if self.robust:  # only then: the training env's metrics and records stay as they were
+            robust = self._robust_rate(problem, report)
+            record["robust_pass_rate"] = robust
+            if robust is not None:
+                metrics["robust_pass_rate"] = robust
         notes = prompts.diagnostics(problem, reward, report, action.main_code)
         return Outcome(reward.total, metrics, record, notes, detail=report)

@@ -28,6 +28,7 @@ def build(roles: Roles, o: EnvOptions) -> CodeEnv:
         o.feedback,
         rename_lone_helper=o.rename_lone_helper,
         tool_use=tool_use,
+        robust=o.evaluation,
     )
 
 

@@ -23,8 +23,9 @@ import yaml
 
 from orchestry import io
 
-SOURCES: tuple[str, ...] = ("coop", "humaneval", "coop3", "gen", "gen_unseen")
-"""Where a problem comes from; `gen` and `gen_unseen` are the generated sets (envs/code/generated)."""
+SOURCES: tuple[str, ...] = ("coop", "humaneval", "coop3", "gen", "gen_unseen", "gen_compose")
+"""Where a problem comes from; `gen`, `gen_unseen` and `gen_compose` (pairs of `gen`'s families held
+out: generated/heldout.py) are the generated sets (envs/code/generated)."""
 DIFFICULTIES: tuple[str, ...] = ("trivial", "easy", "medium", "hard")
 
 

@@ -6,7 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from orchestry import paths
-from orchestry.envs.code.generated import GEN_SETS, generated_set
+from orchestry.envs.code.generated import (
+    COMPARISON_SETS,
+    GEN_SETS,
+    comparison_set,
+    generated_set,
+)
 from orchestry.envs.code.humaneval import load_humaneval
 from orchestry.envs.code.problems import (
     Problem,
@@ -15,7 +20,7 @@ from orchestry.envs.code.problems import (
     problem_to_dict,
 )
 
-SETS = ("coop", "coop3", "humaneval", "humaneval_paper", "gen", "gen_unseen")
+SETS = ("coop", "coop3", "humaneval", "humaneval_paper", "gen", "gen_unseen", *COMPARISON_SETS)
 
 
 def load_set(name: str) -> list[Problem]:
@@ -23,6 +28,8 @@ def load_set(name: str) -> list[Problem]:
         return load_humaneval()
     if name in GEN_SETS:
         return generated_set(name)
+    if name in COMPARISON_SETS:
+        return comparison_set(name)
     return load_problem_dir(paths.PROBLEM_DIRS[name])
 
 

@@ -6,7 +6,9 @@ it (map, filter, count, fold, arg-max, group-by, windows, per word, parsing, ...
 text_families.py; pipeline_families.py takes a second primitive that main carries out itself).
 generator.py composes every (family, primitives) pair once, makes its tests by running the
 reference, and keeps only problems whose tests pass the reference and catch aux's wrong variant.
-catalogue.py fixes which families are trained on (`gen`) and which are held out (`gen_unseen`).
+catalogue.py fixes which families are trained on (`gen`) and which are held out (`gen_unseen`);
+heldout.py the sets of the team-vs-single comparison (`gen_train`, `gen_compose`,
+`gen_unseen_balanced`: issue 57).
 docs/generated_problems.md describes the sets and how to select them in params.yaml.
 """
 
@@ -21,13 +23,16 @@ from orchestry.envs.code.generated.generator import (
     generate_problems,
     generated_set,
 )
+from orchestry.envs.code.generated.heldout import COMPARISON_SETS, comparison_set
 
 __all__ = [
+    "COMPARISON_SETS",
     "GENERATOR_SEED",
     "GEN_SETS",
     "HELD_OUT_FAMILIES",
     "TRAINED_FAMILIES",
     "Generated",
+    "comparison_set",
     "generate_problems",
     "generated_set",
 ]

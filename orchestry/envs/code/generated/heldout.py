@@ -14,23 +14,37 @@ the catalogue's partition, it is part of the data: the same pairs whatever `seed
 
 `balanced_draw` draws n problems of a set with no family over a share (the new-family set, at most
 `UNSEEN_MAX_FAMILY_SHARE`), round-robin in the same hashed order.
+
+`comparison_set` makes the three task sets the comparison reads (`COMPARISON_SETS`, selected in
+`prepare.sets`): `gen_train`, the `gen` problems whose pair is not held out (ids `gen/...`);
+`gen_compose`, the held-out pairs, each problem renamed `gen_compose/<family>/<primitives>` with that
+source, so results group by it (`eval/paired.heldout_set` reads the id's prefix); and
+`gen_unseen_balanced`, the balanced draw of `gen_unseen` (ids `gen_unseen/...`, reported as such).
+`gen` and `gen_unseen` stay as they are.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 
-from orchestry.envs.code.generated.generator import GENERATOR_SEED
+from orchestry.envs.code.generated.generator import GENERATOR_SEED, generated_set
 from orchestry.envs.code.problems import Problem
 
+TRAIN_SET = "gen_train"
 COMPOSE_SET = "gen_compose"
+UNSEEN_SET = "gen_unseen_balanced"
+COMPARISON_SETS = (TRAIN_SET, COMPOSE_SET, UNSEEN_SET)
 COMPOSE_PROBLEMS = 240
 """Problems in the compositional held-out set (the issue asks for at least 200)."""
 MIN_FAMILIES = 10
 MAX_FAMILY_SHARE = 0.25
 UNSEEN_MAX_FAMILY_SHARE = 0.40
+UNSEEN_DRAW_SEED = 0
+"""The seed of `gen_unseen_balanced`'s draw (the pre-registration's; not `seed` in params.yaml)."""
 UNSEEN_PROBLEMS = 190
 """The new-family set's size: the most a draw holds with no family over 40% (first_map has 324 of
 the 456 problems, pairwise_filter 94, the other three 38 together: 76 + 76 + 38)."""
@@ -118,3 +132,28 @@ def balanced_draw(
                 drawn.append(candidates[depth])
         depth += 1
     return drawn
+
+
+def comparison_set(name: str) -> list[Problem]:
+    """The problems of one of `COMPARISON_SETS`, made from the generated sets at `GENERATOR_SEED`
+    (once per process)."""
+    if name not in COMPARISON_SETS:
+        raise ValueError(f"unknown comparison set {name!r}; sets are {', '.join(COMPARISON_SETS)}")
+    return list(_comparison_sets()[name])
+
+
+@functools.cache
+def _comparison_sets() -> dict[str, tuple[Problem, ...]]:
+    trained = generated_set("gen")
+    held = compositional_pairs(trained)
+    unseen = generated_set("gen_unseen")
+    drawn = balanced_draw(unseen, UNSEEN_PROBLEMS, UNSEEN_MAX_FAMILY_SHARE, UNSEEN_DRAW_SEED)
+    return {
+        TRAIN_SET: tuple(p for p in trained if pair_of(p) not in held),
+        COMPOSE_SET: tuple(
+            replace(p, id=f"{COMPOSE_SET}/{pair_of(p)}", source=COMPOSE_SET)
+            for p in trained
+            if pair_of(p) in held
+        ),
+        UNSEEN_SET: tuple(drawn),
+    }
