@@ -66,8 +66,6 @@ def tiny_params(**overrides: dict) -> dict:
         max_steps=2, problems_per_step=1, group_size=4, checkpoint_every=1, warmup_steps=0
     )
     p["smoke"].update(steps=1, problems=2)
-    # the warm start on, so the run checks that training starts from it (tests/stages/test_sft_stage.py)
-    p["sft"].update(enabled=True, problems=2, batch_rows=2, lr=2e-3)
     p["evaluate"].update(n_samples=2, bootstrap=20)
     p["prompt_policy"].update(rounds=1, minibatch=1, samples=1, pareto_tasks=1, reflect_tokens=24)
     p["beam"].update(width=1, k=2, turns=1, searches=1)
@@ -184,7 +182,9 @@ def tiny_pipeline(tmp_path_factory: pytest.TempPathFactory) -> PipelineRun:
         return PipelineRun(base / "repo", **json.loads(logs.read_text()))
     shutil.rmtree(base, ignore_errors=True)
     repo = copy_repo(base / "repo")
-    (repo / "params.yaml").write_text(yaml.safe_dump(tiny_params(), sort_keys=False))
+    # the warm start on, so the run checks that training starts from it (tests/stages/test_sft_stage.py)
+    warm = {"enabled": True, "problems": 2, "batch_rows": 2, "lr": 2e-3}
+    (repo / "params.yaml").write_text(yaml.safe_dump(tiny_params(sft=warm), sort_keys=False))
     optional = run_in(repo, "dvc", "repro", "optional/dvc.yaml", timeout=1500)
     default = run_in(repo, "dvc", "repro", timeout=1500)
     run = {

@@ -42,7 +42,8 @@ ROBUST_NOTE = (
     "The robust test pass rate counts only the asserts that no constant answer passes (one "
     'returning None, [], {}, 0, "", False or its first argument, whatever its input; '
     "envs/code/trivial_tests.py), so a program that ignores its input scores 0 on it; a problem "
-    "whose asserts are all such is left out. n/a: a run from before the rate existed."
+    "whose asserts are all such is left out. n/a: rows without it (beam search and best-of-M "
+    "score with the training environment, which leaves it out; runs from before it existed)."
 )
 
 
@@ -181,7 +182,7 @@ def results_markdown(
 
 
 def _rate(value: Any) -> str:
-    """A rate's cell; n/a where the metrics lack it (a run from before the rate existed)."""
+    """A rate's cell; n/a where the metrics lack it (rows scored without it)."""
     return "n/a" if value is None or pd.isna(value) else f"{value:.3f}"
 
 

@@ -339,6 +339,12 @@ def run_training(
     """A training stage (`train`, `train_single`): the plan from `params`, the policy, hooks and
     loop from `trained` (the team's params, or the single agent's), the env `env_of(params)`;
     rank 0 hands the run to `write` (policy, history, work folder, checkpoint folder)."""
+    start = paths.warm_start(single=stage == "train_single") if params.sft.enabled else None
+    if start is not None and not (start / "policy.json").is_file():
+        raise FileNotFoundError(
+            f"sft.enabled is true but {start} holds no adapters; run the sft stage first "
+            "(dvc repro sft) or set sft.enabled false"
+        )
     if launched_ranks(params, params.train.processes, [stage], "train.processes"):
         return
     problems, plan = training_plan(params)
@@ -347,7 +353,6 @@ def run_training(
         if not world.is_main:  # rank 0 speaks for the run
             logging.getLogger("orchestry").setLevel(logging.WARNING)
         policy, env = make_policy(trained), env_of(params)
-        start = paths.warm_start(single=stage == "train_single") if params.sft.enabled else None
         if start is not None:  # RL starts from the warm start (stage sft)
             policy.load_adapters(start)
         ckpt_dir = paths.CHECKPOINTS / f"{stage}-{run_hash(trained, problems, start)}"
