@@ -11,7 +11,9 @@ over all its rows before and after.
 
 `train` and `train_single` start from these adapters when `sft.enabled`; `evaluate` and
 `evaluate_single` load them instead of RL's with `evaluate.adapters: warm_start` (the comparison
-before RL). The stage runs whether or not `sft.enabled` (a tiny version in the CPU pipeline).
+before RL). The stage runs whether or not `sft.enabled` (a tiny version in the CPU pipeline); where
+the env has no reference answers (story, writing), it teaches nothing and writes the fresh adapters
+(`untaught` in metrics.json), and with `sft.enabled` it stops, saying so.
 """
 
 from __future__ import annotations
@@ -103,11 +105,20 @@ def run(params: Params) -> None:
             rows = team_rows(policy, env, tasks)
         else:
             rows = solo_rows(policy, make_solo_env(params), env, tasks)
-        if not rows:
-            raise ValueError(f"sft: no training problem has a reference for the {name}'s roles")
-        steps, summary = teach(policy, rows, settings)
-        history += [{"policy": name, **h} for h in steps]
-        metrics["agents"].update(summary)
+        if rows:
+            steps, summary = teach(policy, rows, settings)
+            history += [{"policy": name, **h} for h in steps]
+            metrics["agents"].update(summary)
+        elif s.enabled:
+            raise ValueError(
+                f"sft.enabled: no training problem of env.name {params.env.name} has a reference "
+                f"answer for the {name}'s roles to teach; set sft.enabled false"
+            )
+        else:  # nothing to teach (the text envs have no references): the fresh adapters, as train's
+            log.warning(
+                "sft: env.name %s has no reference answers; %s untaught", params.env.name, name
+            )
+            metrics.setdefault("untaught", []).append(name)
         policy.save_adapters(work / name)
         del policy
     write_history_csv(history, work / "history.csv")
