@@ -6,6 +6,7 @@ With `evaluate.processes` > 1 the test problems are shared out over that many pr
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from orchestry import paths
@@ -22,20 +23,28 @@ from orchestry.stages.from_params import (
 from orchestry.stages.shards import rows_in_shards
 
 
+def evaluated_adapters(params: Params, single: bool) -> Path:
+    """The adapters `evaluate` (the team) or `evaluate_single` (`single`) loads for
+    `evaluate.adapters`: RL's, or the sft stage's warm start; an error naming the stage that
+    writes them when they are missing."""
+    warm = params.evaluate.adapters == "warm_start"
+    if warm:
+        adapters, stage = paths.warm_start(single), "sft"
+    else:
+        adapters = paths.SINGLE_ADAPTERS if single else paths.ADAPTERS
+        stage = "train_single" if single else "train"
+    if not adapters.is_dir():
+        raise FileNotFoundError(
+            f"{adapters} is missing; run the {stage} stage first (dvc repro {stage})"
+        )
+    return adapters
+
+
 def run(params: Params) -> None:
     problems = read_tasks(params, "test")
     if not problems:
         raise FileNotFoundError("the test split is empty; give prepare.sets some n_test")
-    adapters = (
-        paths.warm_start(single=False)
-        if params.evaluate.adapters == "warm_start"
-        else paths.ADAPTERS
-    )
-    if not adapters.is_dir():
-        stage = "sft" if params.evaluate.adapters == "warm_start" else "train"
-        raise FileNotFoundError(
-            f"{adapters} is missing; run the {stage} stage first (dvc repro {stage})"
-        )
+    adapters = evaluated_adapters(params, single=False)
     seed_everything(params.seed)
     e = params.evaluate
 

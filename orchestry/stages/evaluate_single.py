@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from orchestry import paths
 from orchestry.eval.protocols import single
 from orchestry.eval.records import write_method
 from orchestry.params import Params
+from orchestry.stages.evaluate import evaluated_adapters
 from orchestry.stages.from_params import (
     make_env,
     make_policy,
@@ -33,16 +33,7 @@ def run(params: Params) -> None:
     problems = read_tasks(params, "test")
     if not problems:
         raise FileNotFoundError("the test split is empty; give prepare.sets some n_test")
-    adapters = (
-        paths.warm_start(single=True)
-        if params.evaluate.adapters == "warm_start"
-        else paths.SINGLE_ADAPTERS
-    )
-    if not adapters.is_dir():
-        stage = "sft" if params.evaluate.adapters == "warm_start" else "train_single"
-        raise FileNotFoundError(
-            f"{adapters} is missing; run the {stage} stage first (dvc repro {stage})"
-        )
+    adapters = evaluated_adapters(params, single=True)
     seed_everything(params.seed)
     e, solo = params.evaluate, single_agent_params(params)
 
