@@ -7,8 +7,8 @@ results/ and reports/ stay as they are), then copies the figures stage's outputs
 the hardware and the wall time into `reports/<name>/`.
 
 Run it again after an interruption (a machine given back, a crash) and it goes on where it stopped:
-a stage whose stamp matches (its command, the params, its fingerprint and the stamps of what it
-reads) is skipped, and the train stage resumes from its last checkpoint under `build/experiments/<name>/cache/checkpoints`.
+a stage whose stamp matches (its command, the params it reads, its fingerprint and the stamps of
+what it reads) is skipped, and the train stage resumes from its last checkpoint under `build/experiments/<name>/cache/checkpoints`.
 To go on on another machine, bring that folder along. `--only` runs some stages alone (the
 methods for frozen teams need no training); the report then holds each method's metrics. The
 opt-in stages of optional/dvc.yaml (orchestrate) run only when `--only` names them. Nothing is

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -112,12 +113,45 @@ def stage_needs() -> dict[str, set[str]]:
     }
 
 
+def stage_params(dvc_yaml: Path) -> dict[str, list[str]]:
+    """Stage name -> the params keys (dotted, as dvc.yaml lists them) the stage reads, `foreach`
+    stages expanded."""
+    out: dict[str, list[str]] = {}
+    for name, stage in yaml.safe_load(dvc_yaml.read_text())["stages"].items():
+        body = stage.get("do", stage)
+        keys: list[str] = []
+        for entry in body.get("params", []):
+            keys += (
+                [k for group in entry.values() for k in group]
+                if isinstance(entry, dict)
+                else [entry]
+            )
+        for item in stage["foreach"] if "foreach" in stage else [None]:
+            out[name if item is None else f"{name}@{item}"] = keys
+    return out
+
+
+def params_read(params_text: str, keys: list[str]) -> str:
+    """The values of `keys` (dotted) in a params file's text, as one canonical string: what a stage
+    reads of the params, so that a key it does not read leaves its stamp alone."""
+    raw = yaml.safe_load(params_text) or {}
+    picked = {}
+    for key in keys:
+        value: Any = raw
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        picked[key] = value
+    return json.dumps(picked, sort_keys=True)
+
+
 def gpu_share_env(device: str, jobs: int) -> dict[str, str]:
     """The environment that gives each of `jobs` stages its share of a GPU (`card_share`): {} on a
-    CPU or one stage at a time (a lone stage has the whole card)."""
-    if not device.startswith("cuda") or jobs <= 1:
+    CPU or one stage at a time (a lone stage has the whole card). A share set beforehand stays, for
+    one stage too: whoever runs several experiments on one card divides it between them."""
+    preset = os.environ.get(card_share.SHARE_VARIABLE, "").strip()
+    if not device.startswith("cuda") or (jobs <= 1 and not preset):
         return {}
-    fraction = f"{card_share.share_for_jobs(jobs):.4f}"
+    fraction = preset or f"{card_share.share_for_jobs(jobs):.4f}"
     return {card_share.SHARE_VARIABLE: fraction, card_share.ALLOCATOR[0]: card_share.ALLOCATOR[1]}
 
 
@@ -131,9 +165,10 @@ def run_stages(
 ) -> dict[str, float]:
     """Every stage not yet done, but those in `skip` (and, when `only` names stages, but those it
     does not name); returns the wall seconds each stage has taken so far. A stage is done when its
-    stamp (over the params, `origin`, its command, its code and the stamps of the stages whose
-    outputs it reads) matches the one it left: after a code change that stage and the stages that
-    read it run again, no other.
+    stamp (over the params keys its dvc.yaml entry lists, `origin`, its command, its code and the
+    stamps of the stages whose outputs it reads) matches the one it left: after a code or params
+    change that stage and the stages that read it run again, no other (a work folder copied from
+    another experiment keeps the stages that read none of the keys they differ in).
     Stages start in dvc.yaml's order, up to `jobs` at once, each once the stages whose outputs it
     reads have finished; after a failure no new stage starts and the running ones finish."""
     state = work / STATE
@@ -145,7 +180,7 @@ def run_stages(
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
-    start = (work / "params.yaml").read_text() + origin
+    params_text = (work / "params.yaml").read_text()
     params = load_params(work / "params.yaml")
     shared = gpu_share_env(params.model.device, jobs)
     if shared:
@@ -156,13 +191,15 @@ def run_stages(
     watch = GpuWatch()
     optional = {n for n, _ in stage_commands(ROOT / OPTIONAL)}
     needs = stage_needs()
+    reads_params = {**stage_params(ROOT / "dvc.yaml"), **stage_params(ROOT / OPTIONAL)}
     stamps: dict[str, str] = {}
     todo: list[tuple[str, str, str]] = []  # (name, command, stamp) of the stages to run, in order
     for name, cmd in pipeline_commands():
-        # over the params, its command, its code and the stamps of the stages it reads (not the
-        # fingerprints': its own code hash is its fingerprint)
+        # over the params it reads, the work folder's inputs, its command, its code and the stamps
+        # of the stages it reads (not the fingerprints': its own code hash is its fingerprint)
         read = "".join(stamps[n] for n in sorted(needs[name] - {FINGERPRINTS}))
-        text = f"{start}\n{cmd}\n{stage_code_hash(name, params)}\n{read}"
+        own = params_read(params_text, reads_params.get(name, []))
+        text = f"{own}\n{origin}\n{cmd}\n{stage_code_hash(name, params)}\n{read}"
         stamp = stamps[name] = hashlib.sha256(text.encode()).hexdigest()
         done = state / f"{name}.done"
         if name in skip:

@@ -256,6 +256,13 @@ class EnvParams(Section):
         description="`code`: a helper's single function under another name counts as its helper "
         "(renamed to `aux`); false = a helper must use the asked-for name, as in the paper.",
     )
+    single_prompt: Literal["plain", "helper_contract"] = Field(
+        "plain",
+        description="`code`: what one agent alone is told (the single agent, its warm start, the "
+        "`single` baseline). `plain`: the task and the entry point's signature, helpers of its own "
+        "allowed. `helper_contract`: also the helpers' signatures, stated as the team's main agent "
+        "gets them, and asked to write them too (issue 57's control for the team's prompt).",
+    )
     tools: ToolsParams = ToolsParams()
     code_review: CodeReviewParams = CodeReviewParams()
     story: StoryParams = StoryParams()

@@ -40,6 +40,17 @@ def test_the_runner_shares_the_card_only_between_gpu_stages() -> None:
     assert fraction * 6 < 1  # the stages' caps leave room for their CUDA contexts
 
 
+def test_a_share_set_beforehand_divides_the_card_between_experiments(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Several experiments on one card: the share their runner's caller set stays (the runner
+    would give each of its own stages 0.8 / jobs of the whole card, as if alone)."""
+    monkeypatch.setenv(card_share.SHARE_VARIABLE, "0.05")
+    for jobs in (1, 2):
+        assert gpu_share_env("cuda", jobs)[card_share.SHARE_VARIABLE] == "0.05"
+    assert gpu_share_env("cpu", 2) == {}
+
+
 GENERATE_IN_A_SHARE = """
 import json, torch
 from orchestry.agents.base import GenRequest, SamplingSpec

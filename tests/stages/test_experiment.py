@@ -242,6 +242,53 @@ def test_a_stage_whose_code_changed_runs_again_and_so_do_those_that_read_it(tmp_
     assert "a: done before, skipped" in said and "c: done before, skipped" in said
 
 
+def test_a_params_change_reruns_the_stages_that_read_that_key_and_those_reading_them(
+    tmp_path, monkeypatch
+):
+    """A stage's stamp covers the params keys its dvc.yaml entry lists, not the whole file: a
+    change to `evaluate.adapters` reruns the stage reading it and leaves the one before alone (so a
+    work folder copied to an experiment differing in that key keeps its prepare and sft); a change
+    to a key the first reads reruns both."""
+    import orchestry.bookkeeping.stage_runs as runs
+
+    work = tmp_path / "work"
+    work.mkdir()
+    journal = tmp_path / "journal.txt"
+    script = f"import sys; open({str(journal)!r}, 'a').write(sys.argv[-1] + '\\n')"
+    monkeypatch.setattr(runs, "pipeline_commands", lambda: [("a", "a"), ("b", "b")])
+    monkeypatch.setattr(runs, "stage_commands", lambda path: [])
+    monkeypatch.setattr(runs, "stage_needs", lambda: {"a": set(), "b": {"a"}})
+    monkeypatch.setattr(
+        runs, "stage_params", lambda path: {"a": ["seed"], "b": ["evaluate.adapters"]}
+    )
+    monkeypatch.setattr(runs, "stage_code_hash", lambda name, params: "code")
+    monkeypatch.setattr(runs, "with_params", lambda cmd, _: [sys.executable, "-c", script, cmd])
+
+    def run(text: str) -> list[str]:
+        (work / "params.yaml").write_text(text)
+        before = journal.read_text().split() if journal.exists() else []
+        run_stages(work, "origin", lambda message: None)
+        return journal.read_text().split()[len(before) :]
+
+    assert run("seed: 0\n") == ["a", "b"]
+    assert run("seed: 0\nevaluate: {adapters: warm_start}\n") == ["b"]
+    assert run("seed: 0\nevaluate: {adapters: warm_start}\n") == []
+    assert run("seed: 1\nevaluate: {adapters: warm_start}\n") == ["a", "b"]
+
+
+def test_every_stage_lists_the_params_it_reads():
+    """The stamps read dvc.yaml's params lists: every stage of both pipelines has one (the
+    fingerprints stage: the keys that select plug-ins), and the sft stage's does not hold
+    `evaluate` (the warm-start-only evaluation shares its sft with the run after RL)."""
+    from orchestry.bookkeeping.stage_runs import OPTIONAL, stage_params
+
+    listed = {**stage_params(ROOT / "dvc.yaml"), **stage_params(ROOT / OPTIONAL)}
+    names = [name for name, _ in pipeline_commands()]
+    assert set(names) <= set(listed)
+    assert all(listed[name] for name in names), listed
+    assert "seed" in listed["sft"] and not any(k.startswith("evaluate") for k in listed["sft"])
+
+
 @pytest.mark.slow  # starts processes: the slow tier (make test), not the edit loop
 def test_an_edit_to_a_stage_s_real_code_reruns_it_and_one_outside_every_closure_does_not(
     tmp_path, monkeypatch
@@ -257,6 +304,9 @@ def test_an_edit_to_a_stage_s_real_code_reruns_it_and_one_outside_every_closure_
 
     copy = tmp_path / "copy"
     shutil.copytree(ROOT / "orchestry", copy / "orchestry", ignore=shutil.ignore_patterns("*.pyc"))
+    for pipeline in ("dvc.yaml", "optional/dvc.yaml"):  # the params each stage reads
+        (copy / pipeline).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / pipeline, copy / pipeline)
     monkeypatch.setattr(code_deps, "ROOT", copy)
     monkeypatch.setattr(runs, "ROOT", copy)
     work = tmp_path / "work"
