@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
 # Issue 57's comparison on one GPU (pre-registered in docs/findings.md, "Pre-registration: the warm start",
 # and its amendment): for each seed named, the warm start (prepare, sft) once, then from it, at once, the
-# warm start evaluated alone (before RL: reports/gpu_sft_seeds/ws<seed>/) and RL for the team and the
-# single agent, evaluated (after RL: reports/gpu_sft_seeds/rl<seed>/). Every seed shares the card: each
+# warm start evaluated alone (before RL: reports/gpu_sft_ws<seed>/) and RL for the team and the single
+# agent, evaluated (after RL: reports/gpu_sft_rl<seed>/). Every seed shares the card: each
 # stage is held to ORCHESTRY_GPU_SHARE of it (docs/gpu.md, "Sharing a card"): SHARE_SFT while the warm
 # starts run (default 0.8 / seeds), SHARE_RUN after (default 0.8 / (3 x seeds): train, train_single and
 # one evaluation of each seed at once). Run it again after an interruption and each runner goes on where it
 # stopped (the RL run's work folder is copied from the warm start's once, so its prepare and sft, whose
 # params do not differ, are not run again).
 #   bash workflow/scripts/sft_comparison.sh 0 1 2 3
-# (REPORTS=folder: where the reports go; EXTRA_CONFIGS="a.yaml b.yaml": configs over gpu_sft.yaml)
-#   python -m orchestry.eval.seeds reports/gpu_sft_seeds/rl0,reports/gpu_sft_seeds/rl0:single_grpo ... \
-#       --out reports/gpu_sft_seeds/after_rl          (and the ws<seed> reports: before RL)
+# (REPORTS=prefix of the reports' folders, default reports/gpu_sft; EXTRA_CONFIGS="a.yaml b.yaml": configs over gpu_sft.yaml;
+#  BEFORE_RL=0: no evaluation before RL, for seeds whose ws<seed> report is in.) RL wants the card: four
+#  seeds at once slowed a training step from ~0.8 s to 3-10 s (docs/findings.md), so run two a hold.
+#   python -m orchestry.eval.seeds reports/gpu_sft_rl0,reports/gpu_sft_rl0:single_grpo ... \
+#       --out reports/gpu_sft_after_rl          (the ws<seed> reports: reports/gpu_sft_before_rl)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ $# -gt 0 ] || { echo "usage: $0 SEED [SEED ...]" >&2; exit 2; }
 E=workflow/experiments
-OUT=${REPORTS:-reports/gpu_sft_seeds}
+OUT=${REPORTS:-reports/gpu_sft}
 SHARE_SFT=${SHARE_SFT:-$(python3 -c "print(round(0.8 / $#, 4))")}
 SHARE_RUN=${SHARE_RUN:-$(python3 -c "print(round(0.8 / (3 * $#), 4))")}
 mkdir -p logs build/experiments
@@ -31,12 +33,14 @@ one_seed() {
     [ "$s" = 0 ] || seed=("$E/seed$s.yaml")
     [ "$s" = 0 ] || [ -f "$E/seed$s.yaml" ] || { echo "no $E/seed$s.yaml" >&2; return 2; }
     ORCHESTRY_GPU_SHARE=$SHARE_SFT runner "${seed[@]}" "$E/warm_start_only.yaml" --name "sft_ws$s" \
-        --out "$OUT/ws$s" --only prepare,sft
+        --out "${OUT}_ws$s" --only prepare,sft
     [ -d "build/experiments/sft_rl$s" ] || cp -a "build/experiments/sft_ws$s" "build/experiments/sft_rl$s"
-    ORCHESTRY_GPU_SHARE=$SHARE_RUN runner "${seed[@]}" "$E/warm_start_only.yaml" --name "sft_ws$s" \
-        --out "$OUT/ws$s" --only prepare,sft,evaluate,evaluate_single &
-    pids+=($!)
-    ORCHESTRY_GPU_SHARE=$SHARE_RUN runner "${seed[@]}" --name "sft_rl$s" --out "$OUT/rl$s" --jobs 2 \
+    if [ "${BEFORE_RL:-1}" != 0 ]; then
+        ORCHESTRY_GPU_SHARE=$SHARE_RUN runner "${seed[@]}" "$E/warm_start_only.yaml" --name "sft_ws$s" \
+            --out "${OUT}_ws$s" --only prepare,sft,evaluate,evaluate_single &
+        pids+=($!)
+    fi
+    ORCHESTRY_GPU_SHARE=$SHARE_RUN runner "${seed[@]}" --name "sft_rl$s" --out "${OUT}_rl$s" --jobs 2 \
         --only prepare,sft,smoke,train,train_single,evaluate,evaluate_single &
     pids+=($!)
     for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
