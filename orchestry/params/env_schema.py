@@ -75,6 +75,13 @@ class PrepareParams(Section):
         "`sampling.max_new_tokens` tokens of `model.name`'s tokenizer; summary.json counts "
         "what was dropped, per set.",
     )
+    budget_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="The budget `drop_over_budget` holds answers to; null = "
+        "`sampling.max_new_tokens`. Set it to keep the sets of a run whose agents may write more "
+        "(issue 57's control: the single agent with the team's 512 tokens, on the problems of 256).",
+    )
 
     @field_validator("sets")
     @classmethod

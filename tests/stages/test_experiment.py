@@ -43,6 +43,40 @@ def test_every_committed_config_is_valid_over_params_yaml(config):
     resolve([config], ROOT / "params.yaml")
 
 
+@pytest.mark.parametrize(
+    "control, changed",
+    [
+        ("control_single_steps", {"sft.batch_rows": 16}),
+        ("control_single_contract", {"env.single_prompt": "helper_contract"}),
+        ("control_shared_adapter", {"model.shared_adapter": True}),
+        ("control_single_512", {"sampling.max_new_tokens": 512, "prepare.budget_tokens": 256}),
+    ],
+)
+def test_each_control_of_the_warm_start_changes_only_its_lever(control, changed):
+    """Issue 57's four registered controls, each over gpu.yaml + gpu_sft.yaml: the keys it names
+    differ from the comparison's params and nothing else does (the 512-token control keeps the
+    sets of the 256-token budget)."""
+    experiments = ROOT / "workflow" / "experiments"
+    base = [experiments / "gpu.yaml", experiments / "gpu_sft.yaml"]
+
+    def flat(tree: dict, prefix: str = "") -> dict:
+        out = {}
+        for key, value in tree.items():
+            if isinstance(value, dict) and value:
+                out.update(flat(value, f"{prefix}{key}."))
+            else:
+                out[f"{prefix}{key}"] = value
+        return out
+
+    plain = flat(resolve(base, ROOT / "params.yaml").model_dump(mode="json"))
+    lever = flat(
+        resolve([*base, experiments / f"{control}.yaml"], ROOT / "params.yaml").model_dump(
+            mode="json"
+        )
+    )
+    assert {k: v for k, v in lever.items() if plain.get(k) != v} == changed
+
+
 def test_the_humaneval_lever_adds_training_problems_and_no_test_problem():
     experiments = ROOT / "workflow" / "experiments"
     plain = resolve([experiments / "gpu.yaml"], ROOT / "params.yaml")
