@@ -75,13 +75,6 @@ class PrepareParams(Section):
         "`sampling.max_new_tokens` tokens of `model.name`'s tokenizer; summary.json counts "
         "what was dropped, per set.",
     )
-    budget_tokens: int | None = Field(
-        None,
-        ge=1,
-        description="The budget `drop_over_budget` holds answers to; null = "
-        "`sampling.max_new_tokens`. Set it to keep the sets of a run whose agents may write more "
-        "(issue 57's control: the single agent with the team's 512 tokens, on the problems of 256).",
-    )
 
     @field_validator("sets")
     @classmethod
@@ -262,13 +255,6 @@ class EnvParams(Section):
         False,
         description="`code`: a helper's single function under another name counts as its helper "
         "(renamed to `aux`); false = a helper must use the asked-for name, as in the paper.",
-    )
-    single_prompt: Literal["plain", "helper_contract"] = Field(
-        "plain",
-        description="`code`: what one agent alone is told (the single agent, its warm start, the "
-        "`single` baseline). `plain`: the task and the entry point's signature, helpers of its own "
-        "allowed. `helper_contract`: also the helpers' signatures, stated as the team's main agent "
-        "gets them, and asked to write them too (issue 57's control for the team's prompt).",
     )
     tools: ToolsParams = ToolsParams()
     code_review: CodeReviewParams = CodeReviewParams()

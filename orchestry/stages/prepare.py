@@ -10,8 +10,8 @@ generated sets (`gen`, `gen_unseen`, and the comparison's `gen_train`, `gen_comp
 
 With `prepare.drop_over_budget`, a code problem is dropped from its split when an answer the warm
 start teaches for it (a role's part, or the single agent's whole program: envs/code/answers.py) is
-longer than `prepare.budget_tokens` (null: `sampling.max_new_tokens`) tokens of `model.name`'s
-tokenizer, its end of sequence included: no agent could write it whole. The drop comes after each set's split, so the split is the
+longer than `sampling.max_new_tokens` tokens of `model.name`'s tokenizer, its end of sequence
+included: no agent could write it whole. The drop comes after each set's split, so the split is the
 one the flag off gives and its held-out problems stay fixed whatever the budget (a drop only removes
 problems); summary.json keeps each set's split sizes before the drop under `sets` and counts the
 drops, with their ids, under `dropped_over_budget`. With the flag off nothing is counted, and the
@@ -72,8 +72,7 @@ def run(params: Params) -> None:
     if not train and not test:
         raise ValueError(
             f"prepare.drop_over_budget dropped every selected problem: each has an answer longer "
-            f"than {budget_tokens(params)} tokens (prepare.budget_tokens, null: "
-            f"sampling.max_new_tokens)"
+            f"than sampling.max_new_tokens={params.sampling.max_new_tokens} tokens"
         )
     if kind.code_problems:  # code and code_review: helper tests from the reference runs
         rows = _with_helper_tests(params, train, test)
@@ -87,7 +86,7 @@ def run(params: Params) -> None:
         info["env"] = env
     if too_long is not None:
         info["dropped_over_budget"] = dropped
-        info["max_new_tokens"] = budget_tokens(params)
+        info["max_new_tokens"] = params.sampling.max_new_tokens
         info["tokenizer"] = params.model.name
     io.write_json(paths.PREPARED_SUMMARY, info)
 
@@ -109,13 +108,8 @@ def _over_budget_check(params: Params, code_problems: bool) -> Callable[[Problem
             f"gives {others}: leave agent_models empty or set drop_over_budget false"
         )
     n_tokens = _token_counter(params.model.name)
-    budget = budget_tokens(params)
+    budget = params.sampling.max_new_tokens
     return lambda problem: bool(over_budget_parts(problem, n_tokens, budget))
-
-
-def budget_tokens(params: Params) -> int:
-    """The tokens a taught answer may take: `prepare.budget_tokens`, else `sampling.max_new_tokens`."""
-    return params.prepare.budget_tokens or params.sampling.max_new_tokens
 
 
 def _token_counter(model_name: str) -> Callable[[str], int]:

@@ -38,22 +38,6 @@ def test_one_agent_sees_the_solo_prompt_and_its_history(code):
         solo.observe(task, "main")
 
 
-def test_the_helper_contract_prompt_tells_one_agent_what_the_team_s_main_is_told(code):
-    """`env.single_prompt: helper_contract` (issue 57's control): the single agent's prompt states
-    the helpers' signatures as main's team prompt does, and asks for them; `plain` does not."""
-    team, solo, task = code
-    contract = make_solo_env(parse_params({"env": {"single_prompt": "helper_contract"}}))
-    told = contract.observe(task, SOLO_AGENT)[-1]["content"]
-    plain = solo.observe(task, SOLO_AGENT)[-1]["content"]
-    main = team.observe(task, team.roles.main)[-1]["content"]
-    for spec in task.helpers:
-        assert spec.signature in told and spec.signature in main and spec.signature not in plain
-    assert task.main.signature in told and task.prompt in told
-    assert "Write the helper functions" in told
-    with pytest.raises(ValueError, match="single_prompt"):
-        parse_params({"env": {"single_prompt": "loud"}})
-
-
 def test_an_answer_scores_as_the_single_baseline_scores_it(code):
     """The view's outcome is the team env's on `solo_act` (what `eval/protocols.single` scores)."""
     team, solo, task = code

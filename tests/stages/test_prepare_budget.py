@@ -89,15 +89,6 @@ def test_it_drops_exactly_what_the_warm_start_could_not_write_whole(runs):
     }
 
 
-def test_a_budget_of_its_own_keeps_the_sets_of_a_smaller_one(tmp_path, runs):
-    """`prepare.budget_tokens`: the agents may write 512 tokens, the sets are those of `BUDGET`
-    (issue 57's control with the team's total budget answers the team's problems)."""
-    _, on = runs
-    keys = {"sets": ALL_COOP, "drop_over_budget": True, "budget_tokens": BUDGET}
-    wide = _prepare(tmp_path, {"prepare": keys, "sampling": {"max_new_tokens": 512}})
-    assert wide == on
-
-
 def test_the_counted_answers_are_the_taught_ones():
     """`taught_answers` are the texts sft tokenizes; a part counts its end of sequence."""
     problems = load_problem_dir(ROOT / "data/coop")[:4]

@@ -42,13 +42,11 @@ class CodeEnv:
         feedback_mode: str | None = None,
         *,
         rename_lone_helper: bool,
-        single_prompt: str = "plain",
         tool_use: ToolUse | None = None,
         robust: bool = False,
     ) -> None:
         """`feedback_mode` None: an env for single-turn evaluation, which never gives feedback.
         `tool_use`: the tools the agents may call within a turn (docs/tools.md); None = no tools.
-        `single_prompt`: what one agent alone is told (`prompts.single_messages`).
         `robust`: also score the test pass rate a constant answer cannot earn (trivial_tests.py;
         the evaluation stages' env), which runs 7 more programs per problem the first time."""
         if feedback_mode is not None and feedback_mode not in FEEDBACK_MODES:
@@ -58,11 +56,6 @@ class CodeEnv:
         self.roles, self.weights, self.limits, self.workers = roles, weights, limits, workers
         self.feedback_mode = feedback_mode
         self.rename_lone_helper = rename_lone_helper
-        if single_prompt not in prompts.SINGLE_PROMPTS:
-            raise ValueError(
-                f"unknown single prompt {single_prompt!r}; use {', '.join(prompts.SINGLE_PROMPTS)}"
-            )
-        self.single_prompt = single_prompt
         self.tool_use = tool_use
         self.robust = robust
         self._trivial: dict[str, tuple[bool, ...]] = {}  # problem id -> its tests' trivial flags
@@ -114,7 +107,7 @@ class CodeEnv:
     # ------------------------------------------------------------------ the baselines' views
     def solo_observe(self, task: Problem) -> Messages:
         """One model alone writes the whole entry point (the single-model baseline)."""
-        return prompts.single_messages(task, self.single_prompt)
+        return prompts.single_messages(task)
 
     def solo_act(self, task: Problem, text: str) -> dict[str, str]:
         """A lone model's completion as the team's joint action: its program in main's place."""

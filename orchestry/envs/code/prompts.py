@@ -103,32 +103,12 @@ def feedback_message(mode: str, diag: str, suggestion: str | None = None) -> str
     raise ValueError(f"unknown feedback mode {mode!r}; use level_feedback, plain or expert_edits")
 
 
-SINGLE_PROMPTS = ("plain", "helper_contract")
-"""What one model alone may be told (`env.single_prompt`)."""
-
-
-def single_messages(problem: Problem, kind: str = "plain") -> list[dict[str, str]]:
-    """One model alone writes the whole entry point. `plain` (the single-model baseline): helpers
-    of its own allowed. `helper_contract`: the helpers' signatures stated as the team's main agent
-    gets them (`main_prompt`), to be written and called: the single agent told what the team's
-    main is told (issue 57's control)."""
-    if kind == "helper_contract":
-        sigs = "\n\n".join(spec.signature for spec in problem.helpers)
-        names = ", ".join(f"`{spec.name}`" for spec in problem.helpers)
-        user = (
-            f"Task: {problem.prompt}\n\n"
-            f"Implement these helper functions ({names}) and call them from the main function:"
-            f"\n\n```python\n{sigs}\n```\n\n"
-            f"Write the helper functions and the complete main function below:\n\n"
-            f"```python\n{problem.main.signature}\n```"
-        )
-    elif kind == "plain":
-        user = (
-            f"Task: {problem.prompt}\n\nWrite the complete function below (you may define helper "
-            f"functions of your own):\n\n```python\n{problem.main.signature}\n```"
-        )
-    else:
-        raise ValueError(f"unknown single prompt {kind!r}; use {', '.join(SINGLE_PROMPTS)}")
+def single_messages(problem: Problem) -> list[dict[str, str]]:
+    """The single-model baseline: one model writes the whole entry point, helpers of its own allowed."""
+    user = (
+        f"Task: {problem.prompt}\n\nWrite the complete function below (you may define helper "
+        f"functions of your own):\n\n```python\n{problem.main.signature}\n```"
+    )
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
