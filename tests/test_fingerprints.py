@@ -116,12 +116,11 @@ def test_a_stage_fails_when_a_registry_forgets_a_plug_in(tmp_path):
 
 def changed_stages(repo: Path) -> set[str]:
     """The stages `dvc status` finds a changed dependency in, after the fingerprints are rewritten
-    (`python -m orchestry deps`: what `dvc repro`'s first stage does)."""
+    (`python -m orchestry deps`: what `dvc repro`'s first stage does); one `dvc status` for both
+    pipelines (the opt-in one's stages come back as `optional/dvc.yaml:orchestrate`)."""
     run_in(repo, sys.executable, "-m", "orchestry", "deps")
-    status = {}
-    for dvc_file in ("dvc.yaml", "optional/dvc.yaml"):
-        out = run_in(repo, "dvc", "status", "--json", dvc_file).stdout
-        status.update(json.loads(out or "{}"))
+    out = run_in(repo, "dvc", "status", "--json", "dvc.yaml", "optional/dvc.yaml").stdout
+    status = json.loads(out or "{}")
     changed = set()
     for name, entries in status.items():
         stage = name.split(":")[-1]
@@ -142,9 +141,9 @@ def edit(repo: Path, rel: str) -> None:
 @PIPELINE
 def test_an_edit_moves_only_the_stages_whose_code_it_changes(tiny_pipeline, tmp_path):
     repo = copy_run(tiny_pipeline, tmp_path / "repo")
-    assert changed_stages(repo) == set()
+    # two edits outside every closure at these params (the CUDA engine, the story env), checked in
+    # one pass: a stage moved by either, or by none (a copy that is not up to date), fails it
     edit(repo, "orchestry/agents/lora/cuda/triton_layer.py")
-    assert changed_stages(repo) == set()
     edit(repo, "orchestry/envs/story/judge.py")
     assert changed_stages(repo) == set()
     edit(repo, "orchestry/algos/magrpo.py")

@@ -18,6 +18,7 @@ from orchestry.stages.from_params import make_policy
 from orchestry.stages.train_from_params import optimizer_settings, update_settings
 
 AGENTS = ["aux", "main"]
+PATHS = ["peft", "written"]
 STEPS = 2  # the second step also checks that every rank's AdamW state moved alike
 
 
@@ -50,20 +51,24 @@ def rank_share(rows: dict[str, list[Row]], rank: int) -> dict[str, list[Row]]:
     return {"aux": [], "main": rows["main"][2:]}  # no aux row: it must still join every collective
 
 
-def train_steps(
-    rank_rows, ranks, path: str
-) -> tuple[dict[str, dict[str, torch.Tensor]], list[dict]]:
+Adapters = dict[str, dict[str, torch.Tensor]]
+
+
+def train_steps(rank_rows, ranks, path: str) -> tuple[Adapters, Adapters, list[dict]]:
+    """The adapters before and after STEPS updates, and each update's stats."""
     p = params(path)
     policy = make_policy(p)
     policy.update_path = path
+    start = {a: policy.adapter_state(a) for a in AGENTS}  # copies
     opts = Optimizers.create(policy, AGENTS, False, optimizer_settings(p), total=STEPS)
     rows = rank_rows(step_rows(policy))
     stats = [update_agents(policy, opts, rows, update_settings(p), ranks) for _ in range(STEPS)]
-    return {a: policy.adapter_state(a) for a in AGENTS}, stats
+    return start, {a: policy.adapter_state(a) for a in AGENTS}, stats
 
 
-def rank_main(rank: int, size: int, port: int, out: str, path: str) -> None:
-    """One gloo rank, placed by the environment torchrun would set."""
+def rank_main(rank: int, size: int, port: int, out: str) -> None:
+    """One gloo rank, placed by the environment torchrun would set; it steps on each update path
+    in turn (one pair of rank processes for both: each start costs a torch import and more)."""
     os.environ.update(
         RANK=str(rank),
         WORLD_SIZE=str(size),
@@ -76,8 +81,9 @@ def rank_main(rank: int, size: int, port: int, out: str, path: str) -> None:
     world = start_world("cpu")
     try:
         assert (world.rank, world.size) == (rank, size)
-        adapters, stats = train_steps(lambda rows: rank_share(rows, rank), world, path)
-        torch.save({"adapters": adapters, "stats": stats}, Path(out) / f"rank{rank}.pt")
+        for path in PATHS:
+            _, adapters, stats = train_steps(lambda rows: rank_share(rows, rank), world, path)
+            torch.save({"adapters": adapters, "stats": stats}, Path(out) / f"{path}-rank{rank}.pt")
     finally:
         end_world(world)
 
@@ -88,20 +94,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.fixture(scope="module")
+def rank_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two gloo ranks run once for the module, each path's files apart (`{path}-rank{r}.pt`)."""
+    out = tmp_path_factory.mktemp("ranks")
+    mp.spawn(rank_main, args=(2, free_port(), str(out)), nprocs=2, join=True)
+    return out
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("path", ["peft", "written"])
-def test_two_gloo_ranks_step_like_one_process(tmp_path, path):
+@pytest.mark.parametrize("path", PATHS)
+def test_two_gloo_ranks_step_like_one_process(rank_results, path):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as each rank: the same kernels, the same rounding
     try:
-        reference, ref_stats = train_steps(lambda rows: rows, None, path)
+        fresh, reference, ref_stats = train_steps(lambda rows: rows, None, path)
     finally:
         torch.set_num_threads(threads)
-    mp.spawn(rank_main, args=(2, free_port(), str(tmp_path), path), nprocs=2, join=True)
-    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
-    fresh = make_policy(params(path))
+    ranks = [torch.load(rank_results / f"{path}-rank{r}.pt") for r in range(2)]
     for agent in AGENTS:
-        start = fresh.adapter_state(agent)
+        start = fresh[agent]
         assert any(not torch.equal(start[k], reference[agent][k]) for k in start), "no step taken"
         for key, want in reference[agent].items():
             for r in ranks:
