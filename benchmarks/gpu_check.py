@@ -360,6 +360,23 @@ def covered(command: str) -> list[str]:
     return [name for name, n in best.items() if n and n == most]
 
 
+def selected(only: str) -> list[Check]:
+    """The checks `--only` names (all when empty), in CHECKS' order, with each one whose work folder a
+    named check runs in (`cwd`: `serve_cuda` and the torchrun checks need `pipeline`'s, run first). An
+    unknown name is an error naming the known ones."""
+    names = {c.name for c in CHECKS}
+    wanted = {n.strip() for n in only.split(",") if n.strip()}
+    unknown = sorted(wanted - names)
+    if unknown:
+        raise ValueError(
+            f"unknown check(s) {', '.join(unknown)}; the checks: {', '.join(sorted(names))}"
+        )
+    if not wanted:
+        return list(CHECKS)
+    wanted |= {c.cwd for c in CHECKS if c.name in wanted and c.cwd}
+    return [c for c in CHECKS if c.name in wanted]
+
+
 def last_error(log: str) -> str:
     """The last line of a log that reads like an error, else its last line."""
     lines = [line for line in log.splitlines() if line.strip()]
@@ -424,6 +441,11 @@ def main(argv: list[str] | None = None) -> int:
             for command in commands:
                 print(f"{name}: {command}\n    -> {', '.join(covered(command)) or 'UNCHECKED'}")
         return 1 if unchecked else 0
+    try:
+        checks = selected(args.only)
+    except ValueError as e:
+        print(f"error: --only: {e}", file=sys.stderr)
+        return 2
     import torch
 
     DEVICE[0] = args.device
@@ -431,13 +453,10 @@ def main(argv: list[str] | None = None) -> int:
     if gpus == 0:
         print("error: no GPU visible: the GPU check runs on a GPU machine", file=sys.stderr)
         return 1
-    only = {n for n in args.only.split(",") if n}
     results: dict[str, Any] = {}
     started = time.time()
     scratch_root = Path(tempfile.mkdtemp(prefix="gpu_check_"))
-    for check in CHECKS:
-        if only and check.name not in only:
-            continue
+    for check in checks:
         if check.gpus > gpus:
             results[check.name] = {"skipped": f"needs {check.gpus} GPUs, {gpus} visible"}
             print(f"{check.name}: skipped ({gpus} GPU)", flush=True)
