@@ -48,15 +48,7 @@ RECORD_KEYS = {
 
 def _env(robust: bool) -> CodeEnv:
     weights = RewardWeights(**parse_params({}).reward.model_dump())
-    return CodeEnv(
-        ROLES,
-        weights,
-        limits(),
-        WORKERS,
-        rename_lone_helper=False,
-        single_prompt="plain",
-        robust=robust,
-    )
+    return CodeEnv(ROLES, weights, limits(), WORKERS, rename_lone_helper=False, robust=robust)
 
 
 def _batch():
