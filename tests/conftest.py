@@ -56,6 +56,9 @@ def tiny_params(**overrides: dict) -> dict:
     """The repo's params.yaml shrunk so a whole pipeline runs in a couple of minutes on 2 cores."""
     p = yaml.safe_load((ROOT / "params.yaml").read_text())
     p["model"]["cache_dir"] = str(MODEL_CACHE)  # reuse the converted model
+    # float32: in bfloat16 the sampled text depends on the CPU (AMX and AVX512-BF16 round apart),
+    # and which tiny completions parse must not (docs/provenance.md)
+    p["model"]["dtype"] = "float32"
     # 64: fewer and no completion parses, every reward is 0 and smoke (rightly) finds no update
     p["sampling"]["max_new_tokens"] = 64
     p["prepare"]["sets"] = {
