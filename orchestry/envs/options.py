@@ -24,6 +24,8 @@ class EnvOptions:
     """`train.feedback` when training (None in evaluation, which is single-turn)."""
     rename_lone_helper: bool
     """`env.rename_lone_helper` (the code task)."""
+    single_prompt: str
+    """`env.single_prompt`: what one model alone is told (the code task; `plain` elsewhere)."""
     tools: Mapping[str, Any]
     """The `env.tools` section (the code task's tools within a turn; `enabled` false = none)."""
     evaluation: bool = False

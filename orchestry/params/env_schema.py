@@ -71,9 +71,17 @@ class PrepareParams(Section):
     drop_over_budget: bool = Field(
         False,
         description="Code sets: drop every problem whose reference answer, as an agent writes it "
-        "(each role's part, and the whole program for the single agent), is longer than "
-        "`sampling.max_new_tokens` tokens of `model.name`'s tokenizer; summary.json counts "
-        "what was dropped, per set.",
+        "(each role's part, and the whole program for the single agent), is longer than the "
+        "budget (`budget_tokens`, by default `sampling.max_new_tokens`) in tokens of "
+        "`model.name`'s tokenizer; summary.json counts what was dropped, per set.",
+    )
+    budget_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="The budget `drop_over_budget` drops by, in tokens; null = "
+        "`sampling.max_new_tokens`. Set it to keep one budget's sets under another "
+        "`sampling.max_new_tokens` (a run with 512 new tokens on the 256-token sets). Read only "
+        "with `drop_over_budget` true.",
     )
 
     @field_validator("sets")
@@ -256,6 +264,13 @@ class EnvParams(Section):
         description="`code`: a helper's single function under another name counts as its helper "
         "(renamed to `aux`); false = a helper must use the asked-for name, as in the paper.",
     )
+    single_prompt: Literal["plain", "helper_contract"] = Field(
+        "plain",
+        description="`code`: what one model alone is told (the single baseline and the trained "
+        "single agent): `plain` = the entry point's signature, helpers of its own allowed; "
+        "`helper_contract` = also the helper functions' names and signatures, as the team's main "
+        "is told, asked to write them and the entry point (issue 57's control).",
+    )
     tools: ToolsParams = ToolsParams()
     code_review: CodeReviewParams = CodeReviewParams()
     story: StoryParams = StoryParams()
@@ -295,6 +310,11 @@ def check_environment(
         raise ValueError(f"train.curriculum {curriculum} needs env.name code")
     if env.tools.enabled and env.name != "code":
         raise ValueError(f"env.tools.enabled needs env.name code, not {env.name}")
+    if env.single_prompt != "plain" and env.name != "code":
+        raise ValueError(
+            f"env.single_prompt {env.single_prompt} needs env.name code, not {env.name}: the "
+            "other environments have no helper functions to state; set it plain"
+        )
     if env.name == "writing" and len(agents) != 2:
         raise ValueError(f"env.name writing needs 2 agents, model.agents is {agents}")
     if env.name == "code_review" and len(agents) != 3:

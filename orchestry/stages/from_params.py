@@ -155,6 +155,7 @@ def make_env(params: Params, training: bool = True) -> Env:
         workers=sandbox_workers(params),
         feedback=params.train.feedback if training else None,
         rename_lone_helper=params.env.rename_lone_helper,
+        single_prompt=params.env.single_prompt,
         tools=params.env.tools.model_dump(),
         evaluation=not training,
         judge=lambda: story_judge(params),

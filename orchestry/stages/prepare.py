@@ -10,12 +10,13 @@ generated sets (`gen`, `gen_unseen`, and the comparison's `gen_train`, `gen_comp
 
 With `prepare.drop_over_budget`, a code problem is dropped from its split when an answer the warm
 start teaches for it (a role's part, or the single agent's whole program: envs/code/answers.py) is
-longer than `sampling.max_new_tokens` tokens of `model.name`'s tokenizer, its end of sequence
-included: no agent could write it whole. The drop comes after each set's split, so the split is the
-one the flag off gives and its held-out problems stay fixed whatever the budget (a drop only removes
-problems); summary.json keeps each set's split sizes before the drop under `sets` and counts the
-drops, with their ids, under `dropped_over_budget`. With the flag off nothing is counted, and the
-outputs are what they were before the flag existed.
+longer than the budget (`budget_tokens`: `prepare.budget_tokens`, else `sampling.max_new_tokens`) in
+tokens of `model.name`'s tokenizer, its end of sequence included: no agent could write it whole.
+The drop comes after each set's split, so the split is the one the flag off gives and its held-out
+problems stay fixed whatever the budget (a drop only removes problems); summary.json keeps each
+set's split sizes before the drop under `sets` and counts the drops, with their ids, under
+`dropped_over_budget` (and the budget: `max_new_tokens`, or `budget_tokens` when that is set). With
+the flag off nothing is counted, and the outputs are what they were before the flag existed.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ def run(params: Params) -> None:
     if not train and not test:
         raise ValueError(
             f"prepare.drop_over_budget dropped every selected problem: each has an answer longer "
-            f"than sampling.max_new_tokens={params.sampling.max_new_tokens} tokens"
+            f"than the budget of {budget_tokens(params)} tokens (prepare.budget_tokens, or "
+            "sampling.max_new_tokens when it is null)"
         )
     if kind.code_problems:  # code and code_review: helper tests from the reference runs
         rows = _with_helper_tests(params, train, test)
@@ -87,8 +89,18 @@ def run(params: Params) -> None:
     if too_long is not None:
         info["dropped_over_budget"] = dropped
         info["max_new_tokens"] = params.sampling.max_new_tokens
+        if params.prepare.budget_tokens is not None:  # else the budget is max_new_tokens
+            info["budget_tokens"] = budget_tokens(params)
         info["tokenizer"] = params.model.name
     io.write_json(paths.PREPARED_SUMMARY, info)
+
+
+def budget_tokens(params: Params) -> int:
+    """The tokens a taught answer may take under `prepare.drop_over_budget`: `prepare.budget_tokens`,
+    or `sampling.max_new_tokens` when it is null (a run with more new tokens can keep the sets of a
+    smaller budget, so that every method answers the same problems)."""
+    chosen = params.prepare.budget_tokens
+    return params.sampling.max_new_tokens if chosen is None else chosen
 
 
 def _over_budget_check(params: Params, code_problems: bool) -> Callable[[Problem], bool] | None:
@@ -108,7 +120,7 @@ def _over_budget_check(params: Params, code_problems: bool) -> Callable[[Problem
             f"gives {others}: leave agent_models empty or set drop_over_budget false"
         )
     n_tokens = _token_counter(params.model.name)
-    budget = params.sampling.max_new_tokens
+    budget = budget_tokens(params)
     return lambda problem: bool(over_budget_parts(problem, n_tokens, budget))
 
 

@@ -48,7 +48,15 @@ RECORD_KEYS = {
 
 def _env(robust: bool) -> CodeEnv:
     weights = RewardWeights(**parse_params({}).reward.model_dump())
-    return CodeEnv(ROLES, weights, limits(), WORKERS, rename_lone_helper=False, robust=robust)
+    return CodeEnv(
+        ROLES,
+        weights,
+        limits(),
+        WORKERS,
+        rename_lone_helper=False,
+        single_prompt="plain",
+        robust=robust,
+    )
 
 
 def _batch():

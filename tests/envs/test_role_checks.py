@@ -129,7 +129,14 @@ def test_env_score_runs_rewards_and_role_checks_in_one_batch_with_the_same_resul
     actions = [_action(p, [p.helpers[0].reference], p.main.reference) for p in two_role]
     actions += [_action(two_role[0], [two_role[0].helpers[0].reference], hang)]
     actions += [_action(two_role[1], ["def aux(x):\n    return x\n"], two_role[1].main.reference)]
-    env = CodeEnv(Roles.from_agents(["aux", "main"]), weights, lim, 2, rename_lone_helper=False)
+    env = CodeEnv(
+        Roles.from_agents(["aux", "main"]),
+        weights,
+        lim,
+        2,
+        rename_lone_helper=False,
+        single_prompt="plain",
+    )
     outcomes = env.score(
         [(a.problem, {"aux": a.helper_codes[0], "main": a.main_code}) for a in actions]
     )

@@ -48,11 +48,13 @@ def test_every_committed_config_is_valid_over_params_yaml(config):
     [
         ("control_single_steps", {"sft.batch_rows": 16}),
         ("control_shared_adapter", {"model.shared_adapter": True}),
+        ("control_single_contract", {"env.single_prompt": "helper_contract"}),
+        ("control_single_512", {"sampling.max_new_tokens": 512, "prepare.budget_tokens": 256}),
     ],
 )
 def test_each_control_of_the_warm_start_changes_only_its_lever(control, changed):
-    """Issue 57's registered controls that need no new params key, each over gpu.yaml +
-    gpu_sft.yaml: the keys it names differ from the comparison's params and nothing else does."""
+    """Issue 57's four registered controls, each over gpu.yaml + gpu_sft.yaml: the keys it names
+    differ from the comparison's params and nothing else does."""
     experiments = ROOT / "workflow" / "experiments"
     base = [experiments / "gpu.yaml", experiments / "gpu_sft.yaml"]
 

@@ -1,6 +1,7 @@
 """`prepare.drop_over_budget` (issue 57): the prepare stage drops every code problem whose taught
-answer (a role's part, or the single agent's whole program) is over `sampling.max_new_tokens`,
-counted as the warm start counts it; with the flag off it writes what it always wrote."""
+answer (a role's part, or the single agent's whole program) is over the budget
+(`prepare.budget_tokens`, else `sampling.max_new_tokens`), counted as the warm start counts it; with
+the flag off it writes what it always wrote."""
 
 import hashlib
 import json
@@ -18,7 +19,7 @@ from orchestry.algos.sft import over_budget, solo_rows, team_rows
 from orchestry.envs.code.answers import over_budget_parts, taught_answers
 from orchestry.envs.code.problems import load_problem_dir
 from orchestry.envs.solo import SoloEnv
-from orchestry.params import parse_params
+from orchestry.params import ParamsError, parse_params
 from orchestry.stages import prepare
 from orchestry.stages.from_params import make_env
 
@@ -164,3 +165,31 @@ def test_a_count_it_cannot_make_is_an_error_naming_the_key(tmp_path, monkeypatch
     raw = {**keys, "prepare": {**keys.get("prepare", {}), "drop_over_budget": True}}
     with pytest.raises(ValueError, match=needle):
         prepare.run(parse_params(raw))
+
+
+def test_budget_tokens_keeps_its_sets_under_more_new_tokens(runs, tmp_path):
+    """A run with 4x the new tokens and `prepare.budget_tokens` at `BUDGET` answers the problems of
+    the `BUDGET` run (issue 57's 512-token control on the 256-token sets); its summary says both."""
+    _, on = runs
+    keys = {"sets": ALL_COOP, "drop_over_budget": True, "budget_tokens": BUDGET}
+    wide = _prepare(tmp_path, {"prepare": keys, "sampling": {"max_new_tokens": 4 * BUDGET}})
+    assert (wide["train"], wide["test"]) == (on["train"], on["test"])
+    assert wide["summary"] == {
+        **on["summary"],
+        "max_new_tokens": 4 * BUDGET,
+        "budget_tokens": BUDGET,
+    }
+
+
+def test_the_budget_is_max_new_tokens_unless_budget_tokens_is_set():
+    """`prepare.budget_tokens` keeps one budget's sets under another `sampling.max_new_tokens`."""
+    assert prepare.budget_tokens(parse_params({})) == DEFAULTS.sampling.max_new_tokens
+    assert prepare.budget_tokens(parse_params({"sampling": {"max_new_tokens": 512}})) == 512
+    raw = {"sampling": {"max_new_tokens": 512}, "prepare": {"budget_tokens": 256}}
+    assert prepare.budget_tokens(parse_params(raw)) == 256
+
+
+@pytest.mark.parametrize("tokens", [0, -256])
+def test_a_budget_under_one_token_is_refused_naming_the_key(tokens):
+    with pytest.raises(ParamsError, match="prepare.budget_tokens"):
+        parse_params({"prepare": {"budget_tokens": tokens}})

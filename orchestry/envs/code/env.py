@@ -26,6 +26,9 @@ from orchestry.envs.code.trivial_tests import robust_pass_rate, trivial_tests
 from orchestry.envs.tools.registry import ToolUse
 
 FEEDBACK_MODES = ("level_feedback", "plain", "expert_edits")
+SINGLE_PROMPTS = ("plain", "helper_contract")
+"""What one model alone is told (`env.single_prompt`): the entry point only, or also the helpers'
+contract main is told (prompts.single_messages)."""
 
 
 class CodeEnv:
@@ -42,10 +45,12 @@ class CodeEnv:
         feedback_mode: str | None = None,
         *,
         rename_lone_helper: bool,
+        single_prompt: str,
         tool_use: ToolUse | None = None,
         robust: bool = False,
     ) -> None:
         """`feedback_mode` None: an env for single-turn evaluation, which never gives feedback.
+        `single_prompt`: one of `SINGLE_PROMPTS`, what `solo_observe` tells one model alone.
         `tool_use`: the tools the agents may call within a turn (docs/tools.md); None = no tools.
         `robust`: also score the test pass rate a constant answer cannot earn (trivial_tests.py;
         the evaluation stages' env), which runs 7 more programs per problem the first time."""
@@ -53,9 +58,14 @@ class CodeEnv:
             raise ValueError(
                 f"unknown feedback mode {feedback_mode!r}; use {', '.join(FEEDBACK_MODES)}"
             )
+        if single_prompt not in SINGLE_PROMPTS:
+            raise ValueError(
+                f"unknown single prompt {single_prompt!r}; use {', '.join(SINGLE_PROMPTS)}"
+            )
         self.roles, self.weights, self.limits, self.workers = roles, weights, limits, workers
         self.feedback_mode = feedback_mode
         self.rename_lone_helper = rename_lone_helper
+        self.single_prompt = single_prompt
         self.tool_use = tool_use
         self.robust = robust
         self._trivial: dict[str, tuple[bool, ...]] = {}  # problem id -> its tests' trivial flags
@@ -106,8 +116,9 @@ class CodeEnv:
 
     # ------------------------------------------------------------------ the baselines' views
     def solo_observe(self, task: Problem) -> Messages:
-        """One model alone writes the whole entry point (the single-model baseline)."""
-        return prompts.single_messages(task)
+        """One model alone writes the whole entry point (the single-model baseline), told the
+        helpers' contract too with `single_prompt` helper_contract."""
+        return prompts.single_messages(task, contract=self.single_prompt == "helper_contract")
 
     def solo_act(self, task: Problem, text: str) -> dict[str, str]:
         """A lone model's completion as the team's joint action: its program in main's place."""

@@ -27,6 +27,7 @@ def build(roles: Roles, o: EnvOptions) -> CodeEnv:
         o.workers,
         o.feedback,
         rename_lone_helper=o.rename_lone_helper,
+        single_prompt=o.single_prompt,
         tool_use=tool_use,
         robust=o.evaluation,
     )

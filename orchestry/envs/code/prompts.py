@@ -103,13 +103,31 @@ def feedback_message(mode: str, diag: str, suggestion: str | None = None) -> str
     raise ValueError(f"unknown feedback mode {mode!r}; use level_feedback, plain or expert_edits")
 
 
-def single_messages(problem: Problem) -> list[dict[str, str]]:
-    """The single-model baseline: one model writes the whole entry point, helpers of its own allowed."""
-    user = (
+def single_messages(problem: Problem, *, contract: bool) -> list[dict[str, str]]:
+    """The single-model baseline: one model writes the whole entry point, helpers of its own allowed.
+    `contract`: it is told the helpers' names and signatures, as main is (`main_prompt`), and asked
+    for them and the entry point (`env.single_prompt: helper_contract`)."""
+    user = single_contract_prompt(problem) if contract else single_prompt(problem)
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def single_prompt(problem: Problem) -> str:
+    return (
         f"Task: {problem.prompt}\n\nWrite the complete function below (you may define helper "
         f"functions of your own):\n\n```python\n{problem.main.signature}\n```"
     )
-    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def single_contract_prompt(problem: Problem) -> str:
+    sigs = "\n\n".join(spec.signature for spec in problem.helpers)
+    names = ", ".join(f"`{spec.name}`" for spec in problem.helpers)
+    return (
+        f"Task: {problem.prompt}\n\n"
+        f"Your program must define these helper functions ({names}), and the main function "
+        f"should call them:\n\n```python\n{sigs}\n```\n\n"
+        f"Write the helper functions complete, then the main function below:\n\n"
+        f"```python\n{problem.main.signature}\n```"
+    )
 
 
 def teammates_done_note(code: dict[str, str]) -> str:
