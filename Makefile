@@ -41,37 +41,11 @@ lint: $(STAMP)
 clean-venv:
 	rm -rf $(VENV)
 
-# Training curves for more seeds (acceptance: the return rises for every seed). Each seed is a DVC
-# experiment in the workspace; its history is kept in reports/seed_runs/ (the figures draw a band
-# across them), then the committed outputs are restored. Needs a clean git tree.
-SEEDS ?= 1 2
-seeds: $(STAMP)
-	@git diff --quiet || (echo "commit your changes first: make seeds restores the workspace" && exit 1)
-	for s in $(SEEDS); do \
-	  PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc exp run -S seed=$$s train && \
-	  cp results/train/history.csv reports/seed_runs/seed$$s.csv && \
-	  cp results/train/metrics.json reports/seed_runs/seed$$s.metrics.json && \
-	  git checkout -- params.yaml dvc.lock results data && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc checkout -q; \
-	done
-	$(BIN)/python -m orchestry.bookkeeping.recovered --made-now reports/seed_runs
-
-# The levers for cooperation, one training run each (name:overrides, overrides joined by commas).
-# Each is a DVC experiment in the workspace up to `evaluate`; its train and test metrics are kept in
-# reports/ablations/<name>/ (the figures stage writes reports/ablations.md), then the committed outputs
-# are restored. Needs a clean git tree.
-ABLATIONS ?= credit:train.credit_weight=0.5 rename:env.rename_lone_helper=true multiturn:train.turns=2 curriculum:train.curriculum=easy_first ahead4:train.rollouts_ahead=4 earlystop:train.turns=2,train.early_stop_reward=2.5
-ablations: $(STAMP)
-	@git diff --quiet || (echo "commit your changes first: make ablations restores the workspace" && exit 1)
-	for a in $(ABLATIONS); do \
-	  name=$${a%%:*}; sets=$$(echo $${a#*:} | tr ',' ' '); \
-	  PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc exp run $$(for s in $$sets; do printf -- '-S %s ' $$s; done) evaluate && \
-	  mkdir -p reports/ablations/$$name && echo "$$sets" > reports/ablations/$$name/params.txt && \
-	  cp results/train/metrics.json reports/ablations/$$name/train.json && \
-	  cp results/train/history.csv reports/ablations/$$name/history.csv && \
-	  cp results/evaluate/metrics.json reports/ablations/$$name/evaluate.json && \
-	  git checkout -- params.yaml dvc.lock results data && PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc checkout -q; \
-	done
-	$(BIN)/python -m orchestry.bookkeeping.recovered --made-now reports/ablations
+# The runs beside the default one are DVC stages (optional/runs/dvc.yaml): training for more seeds
+# (reports/seed_runs/: their curves as a band) and one training run per lever of cooperation
+# (reports/ablations.md). DVC reruns what changed, nothing else; these two are the same command.
+seeds ablations: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro optional/runs/dvc.yaml
 
 # The edit loop: every test but the whole-pipeline (e2e) and model-training (slow) ones, in minutes.
 test-fast: $(STAMP)

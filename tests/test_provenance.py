@@ -151,18 +151,26 @@ def test_a_stage_manifest_is_the_same_for_the_same_code_and_params(tmp_path, mon
     assert ignored.returncode == 0  # never committed
 
 
-def test_make_seeds_writes_its_folder_s_manifest_from_the_working_tree():
-    """`make seeds` and `make ablations` end with `python -m orchestry.bookkeeping.recovered --made-now FOLDER`."""
-    from orchestry.bookkeeping.recovered import made_now, main, today_hash
+def test_the_seed_runs_folder_s_manifest_is_made_from_the_working_tree():
+    """The runs' report (optional/runs/dvc.yaml) writes reports/seed_runs' and reports/ablations'
+    manifests with `recovered.made_now`."""
+    from orchestry.bookkeeping import code_deps
+    from orchestry.bookkeeping.recovered import (
+        RUNS_CODE,
+        made_now,
+        main,
+        producing_code,
+        today_hash,
+    )
 
     record = made_now(ROOT / "reports" / "seed_runs")
     assert record["code_sha256"] == today_hash("pipeline", "seed_runs")
-    assert record["command"] == "make seeds" and "recovered" not in record
+    assert record["command"] == "dvc repro optional/runs/dvc.yaml" and "recovered" not in record
+    assert RUNS_CODE in producing_code(code_deps, "pipeline", "ablations")
     assert record["params"]["seed"] == 0
-    # the same for the same code and params: no commit, date or machine (no cascade into figures)
+    # the same for the same code and params: no commit, date or machine
     assert not {"commit", "dirty", "started", "hardware"} & record.keys()
     assert made_now(ROOT / "reports" / "seed_runs") == record
-    assert "--made-now reports/seed_runs" in (ROOT / "Makefile").read_text()
     assert main(["--made-now", "reports/gpu"]) == 2  # an experiment's folder: the runner's job
 
 

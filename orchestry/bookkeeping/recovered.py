@@ -6,9 +6,10 @@ code's import closure *at that commit* (the closure is read with today's rules f
 null where today's rules cannot read that tree), the params from its params.yaml, its config files, the
 hardware and wall time it recorded, marked `"recovered": "from git history"`. Whether a result is
 current (its code hash equals today's) is not stored: reports/README.md says it from today's code.
-`python -m orchestry.bookkeeping.recovered` writes the missing ones (never over an existing manifest); with
-`--made-now FOLDER` it writes a pipeline folder's manifest from the working tree instead (the end of
-`make seeds` and `make ablations`). No stage imports this module.
+`python -m orchestry.bookkeeping.recovered` writes the missing ones (never over an existing manifest);
+`made_now` (or `--made-now FOLDER`) gives a pipeline folder's manifest from the working tree instead (the
+runs' report, orchestry/bookkeeping/variant_runs.py, writes reports/seed_runs' and reports/ablations' so).
+No stage imports this module.
 """
 
 from __future__ import annotations
@@ -44,9 +45,10 @@ HEADER = "# params.yaml with the keys of "  # the runner's params.yaml starts so
 PIPELINE_FOLDERS: dict[str, tuple[tuple[str, ...], str]] = {
     "figures": (("figures",), "dvc repro figures"),
     "orchestrate": (("orchestrate",), "dvc repro optional/dvc.yaml"),
-    "seed_runs": (("train",), "make seeds"),
-    "ablations": (("train", "evaluate"), "make ablations"),
+    "seed_runs": (("train", "figures"), "dvc repro optional/runs/dvc.yaml"),
+    "ablations": (("train", "evaluate", "figures"), "dvc repro optional/runs/dvc.yaml"),
 }
+RUNS_CODE = "orchestry/bookkeeping/variant_runs.py"  # what runs them (beside the stages' code)
 
 
 def git(*args: str, root: Path = ROOT) -> str:
@@ -125,6 +127,8 @@ def producing_code(rules: ModuleType, kind: str, name: str) -> list[str]:
     # today's tree: with every plug-in params may select (an older tree imported them plainly)
     chosen = plugins.every_plugin() if rules is code_deps else []
     files = {f for stage in stages for f in rules.stage_code(stage, chosen)}
+    if kind == "pipeline" and name in ("seed_runs", "ablations") and (root / RUNS_CODE).is_file():
+        files.add(RUNS_CODE)
     if kind == "experiment":
         files |= {
             f
@@ -265,8 +269,8 @@ def write_missing(root: Path = ROOT) -> list[Path]:
 
 
 def made_now(folder: Path, root: Path = ROOT) -> dict[str, Any]:
-    """The manifest of a pipeline folder just made by the working tree's code (`make seeds`,
-    `make ablations` write theirs so): the code hash, params.yaml and the command, the same for the
+    """The manifest of a pipeline folder just made by the working tree's code (the runs' report
+    writes reports/seed_runs' and reports/ablations' so): the code hash, params.yaml and the command, the same for the
     same code and params (like a stage's: its commit is the git commit holding it, which
     reports/README.md reads from git)."""
     if folder.name not in PIPELINE_FOLDERS:
@@ -287,8 +291,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--made-now",
         type=Path,
-        help="write this pipeline folder's manifest from the working tree instead (reports/seed_runs "
-        "after `make seeds`, reports/ablations after `make ablations`), replacing the old one",
+        help="write this pipeline folder's manifest from the working tree instead (e.g. "
+        "reports/seed_runs, as `dvc repro optional/runs/dvc.yaml` does), replacing the old one",
     )
     args = parser.parse_args(argv)
     if args.made_now is not None:

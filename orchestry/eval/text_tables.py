@@ -77,5 +77,5 @@ def text_ablations_note() -> str:
         "# Ablations: the levers for cooperation\n\n"
         "The lever runs in reports/ablations/ are runs of the code task; this report's run is a "
         "text environment, so there is no default run of the same task to set them against. "
-        "Run the figures stage with `env.name: code` for the ablations table.\n"
+        "Run `dvc repro optional/runs/dvc.yaml` with `env.name: code` for the ablations table.\n"
     )

@@ -30,13 +30,11 @@ from orchestry.eval.normalised import paper_columns  # noqa: E402
 from orchestry.eval.paired import paired_csv, paired_markdown, paired_rows  # noqa: E402
 from orchestry.eval.tables import (  # noqa: E402
     ROLE_RATES,
-    ablations_markdown,
     comparison_csv,
     fractions,
     results_markdown,
 )
 from orchestry.eval.text_tables import (  # noqa: E402
-    text_ablations_note,
     text_comparison_csv,
     text_results_markdown,
 )
@@ -44,7 +42,6 @@ from orchestry.params import Params  # noqa: E402
 from orchestry.stages.timings import plot_speed  # noqa: E402
 
 HISTORY = paths.HISTORY
-SEED_RUNS = paths.SEED_RUNS
 log = logging.getLogger("orchestry.stages.figures")
 SCHEMES = paths.SCHEMES / "summary.json"
 FIG_DIR = paths.FIGURES
@@ -80,28 +77,25 @@ def _style() -> None:
     plt.rcParams.update({"figure.dpi": 150, "savefig.bbox": "tight", "axes.titleweight": "bold"})
 
 
-def _save(fig: plt.Figure, name: str) -> None:
-    FIG_DIR.mkdir(parents=True, exist_ok=True)
+def _save(fig: plt.Figure, name: str, folder: Path | None = None) -> None:
+    folder = FIG_DIR if folder is None else folder
+    folder.mkdir(parents=True, exist_ok=True)
     for ext in ("png", "pdf"):
         fig.savefig(
-            FIG_DIR / f"{name}.{ext}",
+            folder / f"{name}.{ext}",
             metadata={"CreationDate": None} if ext == "pdf" else {"Software": None},
         )
     plt.close(fig)
 
 
-def training_runs() -> dict[str, pd.DataFrame]:
-    """This run's history plus any other seeds' histories saved under reports/seed_runs/."""
-    runs = {"this run": pd.read_csv(HISTORY)}
-    if SEED_RUNS.is_dir():
-        runs |= {p.stem: pd.read_csv(p) for p in sorted(SEED_RUNS.glob("*.csv"))}
-    return runs
-
-
 def plot_training(
-    runs: list[pd.DataFrame], smoothing: int, panels: list[tuple[str, str]] | None = None
+    runs: list[pd.DataFrame],
+    smoothing: int,
+    panels: list[tuple[str, str]] | None = None,
+    folder: Path | None = None,
 ) -> None:
-    """Return and each reward level against the step (code levels unless `panels` names others)."""
+    """Return and each reward level against the step (code levels unless `panels` names others),
+    the mean of the runs with their range as a band (the seed runs' report draws several)."""
     if panels is None:
         panels = [("return_mean", "Return (max 4.0)")]
         panels += [(f"reward/{k}", label) for k, label in LEVELS]
@@ -136,7 +130,7 @@ def plot_training(
     axes[0].legend(loc="lower right", fontsize=9, frameon=True)
     fig.suptitle(f"MAGRPO training (moving average over {smoothing} steps)", y=1.03)
     fig.tight_layout()
-    _save(fig, "training_curves")
+    _save(fig, "training_curves", folder)
 
 
 def plot_comparison(table: pd.DataFrame) -> None:
@@ -323,7 +317,7 @@ def draw(params: Params) -> None:
         return
     summary = json.loads(SCHEMES.read_text())
     train = json.loads(paths.TRAIN_METRICS.read_text())
-    runs = training_runs()
+    runs = {"this run": pd.read_csv(HISTORY)}  # other seeds: reports/seed_runs/ (variant_runs)
     plot_training(list(runs.values()), params.figures.smoothing)
     plot_comparison(table)
     plot_speed(table["method"], table["label"])
@@ -339,25 +333,11 @@ def draw(params: Params) -> None:
     io.write_text(paths.PAIRED_CSV, paired_csv(paired))
     io.write_text(COMPARISON_CSV, comparison_csv(table))
     io.write_text(RESULTS_MD, results_markdown(table, train, summary, runs, weights, paired))
-    magrpo = table[table["method"] == "magrpo"].iloc[0].to_dict()
-    io.write_text(paths.ABLATIONS_MD, ablations_markdown(magrpo, train, ablation_runs()))
 
 
 def load_rows(table: pd.DataFrame) -> dict[str, list[dict[str, Any]]]:
     """The generations.jsonl rows of each method in the table."""
     return {method: io.read_jsonl(paths.generations(method)) for method in table["method"]}
-
-
-def ablation_runs() -> dict[str, dict[str, Any]]:
-    """Lever runs saved by `make ablations`: reports/ablations/<name>/{params.txt,train,evaluate}."""
-    runs = {}
-    for folder in sorted(p for p in paths.ABLATIONS.glob("*") if p.is_dir()):
-        runs[folder.name] = {
-            "params": (folder / "params.txt").read_text().strip(),
-            "train": json.loads((folder / "train.json").read_text()),
-            "evaluate": json.loads((folder / "evaluate.json").read_text()),
-        }
-    return runs
 
 
 def run_text(params: Params, table: pd.DataFrame) -> None:
@@ -389,4 +369,3 @@ def run_text(params: Params, table: pd.DataFrame) -> None:
     labels = dict(zip(table["method"], table["label"], strict=True))
     md = text_results_markdown(table, parts, train, history)
     io.write_text(RESULTS_MD, md + "\n" + paired_markdown(paired, labels))
-    io.write_text(paths.ABLATIONS_MD, text_ablations_note())

@@ -50,8 +50,6 @@ rule figures:
             method=["prompt_policy", "beam", "best_of"],
         ),
         "results/schemes/summary.json",
-        "reports/seed_runs",
-        "reports/ablations",
     output:
         report(
             directory("reports/figures"),
@@ -62,7 +60,6 @@ rule figures:
         report("reports/results.md", caption="../report/results.rst", category="Tables"),
         "reports/comparison.csv",
         "reports/paired.csv",
-        "reports/ablations.md",
     params:
         seed=config["seed"],
         reward=config["reward"],
