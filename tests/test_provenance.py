@@ -187,3 +187,27 @@ def test_a_bench_record_is_traced_to_the_script_that_writes_it():
         command = json.loads(record.read_text()).get("command", "")
         script = command.split()[1] if command.startswith("python benchmarks/") else None
         assert script is None or (ROOT / script).is_file(), record
+
+
+def test_a_stage_folder_is_current_while_its_fingerprint_is_unchanged(tmp_path):
+    """A stage's manifest hashes the fingerprint file it ran with (stage_manifest); the index
+    compares it with that file today, so a folder just made by `dvc repro` reads current and reads
+    superseded once the stage's code moves (it read superseded always when compared with the
+    producing code's file hash)."""
+    import hashlib
+    import json
+
+    from orchestry.bookkeeping.reports_index import row
+
+    prints = tmp_path / "results" / "fingerprints"
+    prints.mkdir(parents=True)
+    (prints / "figures.txt").write_text("abc  orchestry/stages/figures.py\n")
+    folder = tmp_path / "reports" / "figures"
+    folder.mkdir(parents=True)
+    made = hashlib.sha256((prints / "figures.txt").read_bytes()).hexdigest()
+    record = {"stage": "figures", "code": {"orchestry/stages/figures.py": "abc"}}
+    record |= {"code_sha256": made, "commit": "0" * 40, "date": "2026-12-03"}
+    (folder / "manifest.json").write_text(json.dumps(record))
+    assert row(folder, tmp_path).rstrip(" |").endswith("current")
+    (prints / "figures.txt").write_text("abd  orchestry/stages/figures.py\n")
+    assert row(folder, tmp_path).rstrip(" |").endswith("superseded")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -92,6 +93,16 @@ def headline(folder: Path) -> str:
     return "; ".join(parts) or "see the folder"
 
 
+def code_now(record: dict[str, Any], kind: str, name: str, root: Path) -> str | None:
+    """The hash a folder's manifest would hold if it were made now. A pipeline stage's manifest
+    (`provenance.stage_manifest`) hashes the fingerprint file the stage ran with, so it compares
+    with that file today; the others hash their producing code's files."""
+    if "stage" in record and "code" in record:
+        path = root / paths.FINGERPRINTS / f"{record['stage']}.txt"
+        return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+    return recovered.today_hash(kind, name)
+
+
 def row(folder: Path, root: Path) -> str:
     path = folder / MANIFEST
     if not path.is_file():
@@ -113,8 +124,8 @@ def row(folder: Path, root: Path) -> str:
         held, committed = recovered.last_change(str(folder.relative_to(root)), root)
         commit, date = commit or held, date or committed
     date = date[:10]
-    current = record["code_sha256"] is not None and record["code_sha256"] == recovered.today_hash(
-        kind, folder.name
+    current = record["code_sha256"] is not None and record["code_sha256"] == code_now(
+        record, kind, folder.name, root
     )
     state = "current" if current else "superseded"
     if record.get("recovered"):
