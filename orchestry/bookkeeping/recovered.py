@@ -96,7 +96,11 @@ def rules_over(tree: Path) -> ModuleType:
 
 
 # Folders written by a comparison tool over other reports: the file that marks one -> its module.
-TOOLS = {"ablation.csv": "orchestry.eval.ablation", "seeds.csv": "orchestry.eval.seeds"}
+TOOLS = {
+    "ablation.csv": "orchestry.eval.ablation",
+    "seeds.csv": "orchestry.eval.seeds",
+    "arms.csv": "orchestry.eval.arms",
+}
 
 
 def tool_code(module: str) -> list[str]:
