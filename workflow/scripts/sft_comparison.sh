@@ -11,9 +11,11 @@
 #   bash workflow/scripts/sft_comparison.sh 0 1 2 3
 # (REPORTS=prefix of the reports' folders, default reports/gpu_sft; EXTRA_CONFIGS="a.yaml b.yaml": configs over gpu_sft.yaml;
 #  BEFORE_RL=0: no evaluation before RL, for seeds whose ws<seed> report is in.) RL wants the card: four
-#  seeds at once slowed a training step from ~0.8 s to 3-10 s (docs/findings.md), so run two a hold.
+#  seeds at once slowed a training step from ~0.8 s to 3-10 s, two seeds beside two controls to 2-4 s
+#  (docs/findings.md); one seed alone (warm start, RL, evaluation) takes about 12 minutes on an H200.
 #   python -m orchestry.eval.seeds reports/gpu_sft_rl0,reports/gpu_sft_rl0:single_grpo ... \
 #       --out reports/gpu_sft_after_rl          (the ws<seed> reports: reports/gpu_sft_before_rl)
+#   python -m orchestry.eval.arms reports/gpu_sft --out reports/gpu_sft_comparison   (every arm, both stages)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ $# -gt 0 ] || { echo "usage: $0 SEED [SEED ...]" >&2; exit 2; }
