@@ -97,7 +97,7 @@ def copy_repo(dest: Path) -> Path:
         if src.is_file() and not rel.startswith(("results/", "reports/figures", "data/prepared")):
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
-    for stale in ["dvc.lock", "optional/dvc.lock"]:
+    for stale in ["dvc.lock", "optional/dvc.lock", "optional/runs/dvc.lock"]:
         (dest / stale).unlink(missing_ok=True)
     env = {
         **os.environ,
