@@ -115,22 +115,23 @@ def arm_rows(prefix: Path, resamples: int, seed: int) -> tuple[list[dict[str, An
         for s in team_seeds:
             for method, folder in baseline_sources(prefix, s).items():
                 arms.setdefault(f"baseline:{method}", {})[s] = (folder, method)
+        teams = {  # each seed's team, read once for every arm it is paired with
+            s: (
+                label(report(prefix, "", tag, s), TEAM, TEAM),
+                team_values(report(prefix, "", tag, s), TEAM),
+            )
+            for s in team_seeds
+        }
         for arm, by_seed in arms.items():
             have = sorted(by_seed)
             if arm in ARMS and len(have) < len(REGISTERED_SEEDS):
                 missing.append(f"{stage} {arm}: seeds {', '.join(map(str, have)) or 'none'}")
             if not have:
                 continue
-            pairs = []
-            for s in have:
-                team = report(prefix, "", tag, s)
-                folder, method = by_seed[s]
-                pairs.append(
-                    (
-                        (label(team, TEAM, TEAM), team_values(team, TEAM)),
-                        (label(folder, method, TEAM), team_values(folder, method)),
-                    )
-                )
+            pairs = [
+                (teams[s], (label(folder, method, TEAM), team_values(folder, method)))
+                for s, (folder, method) in sorted(by_seed.items())
+            ]
             rows += [{"stage": stage, "arm": arm, **r} for r in seed_rows(pairs, resamples, seed)]
     if not rows:
         raise AblationError(
