@@ -8,14 +8,16 @@ controls' configs, `workflow/experiments/control_*.yaml`): `PREFIX_ws<seed>` is 
 before RL and `PREFIX_rl<seed>` after RL, each with the team (`magrpo`) and the single agent
 (`single_grpo`); a control's reports are `PREFIX_<control>_ws<seed>` and `PREFIX_<control>_rl<seed>`.
 The arms (`ARMS`): the single agent, the four registered controls, and every baseline of the base model
-(a method other than those two in `PREFIX_ws<seed>`, `PREFIX_rl<seed>`, or `PREFIX` itself when its
-`split.json` draws the same problems as the seed's).
+(a method other than those two in `PREFIX_ws<seed>`, `PREFIX_rl<seed>`, or, when its `split.json` draws
+the same problems as the seed's, in `PREFIX_base<seed>` (a run of the baselines alone on the seed's
+split) or `PREFIX` itself). The base model is not trained, so a baseline pairs with the team at both
+stages.
 
 For each stage (`before_rl`, `after_rl`) and arm, the seeds that have both the team's report and the
 arm's are paired as `orchestry.eval.seeds` pairs them: each seed over its own held-out problems, then the
 mean of the seeds' differences with a CI resampling seeds and problems. Writes `arms.csv` (every
 pair's row and every mean's, with its stage and arm), `arms.md` (the means, and which registered arm
-and stage has fewer seeds than `REGISTERED_SEEDS`) and `manifest.json` into `--out`, replaced as a
+and stage, and which of the pipeline's baselines, has fewer seeds than `REGISTERED_SEEDS`) and `manifest.json` into `--out`, replaced as a
 whole; no report of the team under PREFIX is an error, and nothing is written.
 """
 
@@ -36,6 +38,7 @@ from orchestry.eval.paired import ALL_SETS, diff_cells
 from orchestry.eval.seeds import COLUMNS as SEED_COLUMNS
 from orchestry.eval.seeds import seed_rows
 from orchestry.eval.tool_folder import csv_text, write_folder
+from orchestry.params.schema import BASELINE_NAMES
 
 TEAM, SINGLE = "magrpo", "single_grpo"
 # arm -> (the reports' infix, the method in them); "" is the comparison's own reports
@@ -47,6 +50,8 @@ ARMS = {
     "team_shared": ("shared", TEAM),  # model.shared_adapter: true
 }
 STAGES = {"before_rl": "ws", "after_rl": "rl"}
+BASE = "base"  # PREFIX_base<seed>: the base model's baselines alone, on the seed's split
+REGISTERED_BASELINES = tuple(f"baseline:{name}" for name in BASELINE_NAMES)  # the pipeline's
 REGISTERED_SEEDS = (0, 1, 2, 3)
 SHOWN = ("pass@1", "robust_test_pass_rate", "coop_rate")
 COLUMNS = ("stage", "arm", *SEED_COLUMNS)
@@ -89,8 +94,8 @@ def baseline_sources(prefix: Path, seed: int) -> dict[str, Path]:
     """Baseline method -> the report of this seed's split it is read from (the first that has it)."""
     folders = [report(prefix, "", tag, seed) for tag in STAGES.values()]
     mine = next((d for d in map(drawn, folders) if d is not None), None)
-    if mine is not None and drawn(prefix) == mine:
-        folders.append(prefix)
+    if mine is not None:
+        folders += [f for f in (report(prefix, "", BASE, seed), prefix) if drawn(f) == mine]
     out: dict[str, Path] = {}
     for folder in folders:
         for method in sorted(methods_of(folder) - {TEAM, SINGLE}):
@@ -115,6 +120,8 @@ def arm_rows(prefix: Path, resamples: int, seed: int) -> tuple[list[dict[str, An
         for s in team_seeds:
             for method, folder in baseline_sources(prefix, s).items():
                 arms.setdefault(f"baseline:{method}", {})[s] = (folder, method)
+        for arm in REGISTERED_BASELINES:  # one no seed has is missing too
+            arms.setdefault(arm, {})
         teams = {  # each seed's team, read once for every arm it is paired with
             s: (
                 label(report(prefix, "", tag, s), TEAM, TEAM),
@@ -124,7 +131,7 @@ def arm_rows(prefix: Path, resamples: int, seed: int) -> tuple[list[dict[str, An
         }
         for arm, by_seed in arms.items():
             have = sorted(by_seed)
-            if arm in ARMS and len(have) < len(REGISTERED_SEEDS):
+            if (arm in ARMS or arm in REGISTERED_BASELINES) and len(have) < len(REGISTERED_SEEDS):
                 missing.append(f"{stage} {arm}: seeds {', '.join(map(str, have)) or 'none'}")
             if not have:
                 continue

@@ -47,6 +47,8 @@ def test_every_arm_is_found_by_its_name_and_paired_seed_by_seed(tmp_path):
     report(reports / "x_steps_ws0", 0, single_grpo=1.0)  # a control, seed 0 only
     report(reports / "x_shared_rl1", 1, magrpo=0.25)
     report(reports / "x", 0, single=0.0)  # the base model's baseline, on seed 0's split
+    report(reports / "x_base1", 1, naive_concat=0.25)  # the baselines alone, on seed 1's split
+    report(reports / "x_base0", 5, sequential=0.0)  # another split than seed 0's: not paired
     report(reports / "x_rl_vs_ws", 0, magrpo=0.0)  # another tool's folder: not a seed
     out = tmp_path / "arms"
     assert main([str(reports / "x"), "--out", str(out), "--resamples", "200"]) == 0
@@ -65,9 +67,17 @@ def test_every_arm_is_found_by_its_name_and_paired_seed_by_seed(tmp_path):
     (base,) = means(out, stage="before_rl", arm="baseline:single", metric=metric)
     assert base["n_pairs"] == "1" and float(base["diff"]) == pytest.approx(0.5)
     assert not means(out, arm="single_contract")
+    # the baselines' own run pairs with the team of its seed at both stages (the base model is
+    # untrained); one drawn on another split does not
+    for stage, team in (("before_rl", 0.5), ("after_rl", 0.75)):
+        (concat,) = means(out, stage=stage, arm="baseline:naive_concat", metric=metric)
+        assert concat["n_pairs"] == "1" and float(concat["diff"]) == pytest.approx(team - 0.25)
+    assert not means(out, arm="baseline:sequential")
 
     md = (out / "arms.md").read_text()
     assert "before_rl single_steps: seeds 0;" in md and "after_rl single_512: seeds none" in md
+    assert "after_rl baseline:naive_concat: seeds 1;" in md
+    assert "before_rl baseline:sequential: seeds none" in md
     record = json.loads((out / "manifest.json").read_text())
     assert record["command"] == f"python -m orchestry.eval.arms {reports / 'x'} --out {out}"
     assert kind_of(out) == "arms" and producing_code(None, "arms", "x") == tool_code(
