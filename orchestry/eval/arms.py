@@ -38,7 +38,6 @@ from orchestry.eval.paired import ALL_SETS, diff_cells
 from orchestry.eval.seeds import COLUMNS as SEED_COLUMNS
 from orchestry.eval.seeds import seed_rows
 from orchestry.eval.tool_folder import csv_text, write_folder
-from orchestry.params.schema import BASELINE_NAMES
 
 TEAM, SINGLE = "magrpo", "single_grpo"
 # arm -> (the reports' infix, the method in them); "" is the comparison's own reports
@@ -51,7 +50,10 @@ ARMS = {
 }
 STAGES = {"before_rl": "ws", "after_rl": "rl"}
 BASE = "base"  # PREFIX_base<seed>: the base model's baselines alone, on the seed's split
-REGISTERED_BASELINES = tuple(f"baseline:{name}" for name in BASELINE_NAMES)  # the pipeline's
+# the pipeline's baseline stages (params.BASELINE_NAMES; eval does not see params: a test ties them)
+REGISTERED_BASELINES = tuple(
+    f"baseline:{name}" for name in ("single", "naive_concat", "sequential", "discussion")
+)
 REGISTERED_SEEDS = (0, 1, 2, 3)
 SHOWN = ("pass@1", "robust_test_pass_rate", "coop_rate")
 COLUMNS = ("stage", "arm", *SEED_COLUMNS)

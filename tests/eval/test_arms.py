@@ -7,8 +7,9 @@ import json
 import pytest
 
 from orchestry.bookkeeping.recovered import kind_of, producing_code, tool_code
-from orchestry.eval.arms import main
+from orchestry.eval.arms import REGISTERED_BASELINES, main
 from orchestry.eval.paired import per_problem_csv, per_problem_rows
+from orchestry.params import BASELINE_NAMES
 
 PIDS = [f"gen_compose/f{i}" for i in range(6)]
 
@@ -91,3 +92,7 @@ def test_no_team_report_under_the_prefix_writes_nothing(tmp_path, capsys):
     assert main([str(tmp_path / "x"), "--out", str(out)]) == 2
     assert "no report of the team to compare" in capsys.readouterr().err
     assert not out.exists() and not (tmp_path / "arms.partial").exists()
+
+
+def test_the_registered_baselines_are_the_pipelines():
+    assert REGISTERED_BASELINES == tuple(f"baseline:{name}" for name in BASELINE_NAMES)
