@@ -17,8 +17,8 @@ For each stage (`before_rl`, `after_rl`) and arm, the seeds that have both the t
 arm's are paired as `orchestry.eval.seeds` pairs them: each seed over its own held-out problems, then the
 mean of the seeds' differences with a CI resampling seeds and problems. Writes `arms.csv` (every
 pair's row and every mean's, with its stage and arm), `arms.md` (the means, and which registered arm
-and stage, and which of the pipeline's baselines, has fewer seeds than `REGISTERED_SEEDS`) and `manifest.json` into `--out`, replaced as a
-whole; no report of the team under PREFIX is an error, and nothing is written.
+or pipeline baseline has, at a stage, fewer seeds than `REGISTERED_SEEDS`) and `manifest.json` into
+`--out`, replaced as a whole; no report of the team under PREFIX is an error, and nothing is written.
 """
 
 from __future__ import annotations
