@@ -10,7 +10,10 @@
 # params do not differ, are not run again).
 #   bash workflow/scripts/sft_comparison.sh 0 1 2 3
 # (REPORTS=prefix of the reports' folders, default reports/gpu_sft; EXTRA_CONFIGS="a.yaml b.yaml": configs over gpu_sft.yaml;
-#  BEFORE_RL=0: no evaluation before RL, for seeds whose ws<seed> report is in.) RL wants the card: four
+#  BEFORE_RL=0: no evaluation before RL, for seeds whose ws<seed> report is in; CONTROL=steps, contract, 512
+#  or shared: that registered control (workflow/experiments/control_*.yaml) in place of the comparison, its
+#  own side only (the single agent's stages, or the team's for shared), reports <prefix>_<control>_{ws,rl}<seed>/,
+#  the warm start run once for both.) RL wants the card: four
 #  seeds at once slowed a training step from ~0.8 s to 3-10 s, two seeds beside two controls to 2-4 s
 #  (docs/findings.md); one seed alone (warm start, RL, evaluation) takes about 12 minutes on an H200.
 #   python -m orchestry.eval.seeds reports/gpu_sft_rl0,reports/gpu_sft_rl0:single_grpo ... \
@@ -23,9 +26,19 @@ E=workflow/experiments
 OUT=${REPORTS:-reports/gpu_sft}
 SHARE_SFT=${SHARE_SFT:-$(python3 -c "print(round(0.8 / $#, 4))")}
 SHARE_RUN=${SHARE_RUN:-$(python3 -c "print(round(0.8 / (3 * $#), 4))")}
+read -r -a extra <<< "${EXTRA_CONFIGS:-}"  # configs over gpu_sft.yaml (e.g. a tiny CPU run)
+# the stages of the warm start's evaluation and of RL, and the reports' and runs' names
+TAG="" WS_STAGES=evaluate,evaluate_single RL_STAGES=train,train_single,evaluate,evaluate_single
+case "${CONTROL:-}" in
+    "") ;;
+    steps|contract|512) extra=("${extra[@]}" "$E/control_single_$CONTROL.yaml") TAG="_$CONTROL"
+        WS_STAGES=evaluate_single RL_STAGES=train_single,evaluate_single ;;
+    shared) extra=("${extra[@]}" "$E/control_shared_adapter.yaml") TAG="_shared"
+        WS_STAGES=evaluate RL_STAGES=train,evaluate ;;
+    *) echo "CONTROL=$CONTROL: not a registered control (steps, contract, 512, shared)" >&2; exit 2 ;;
+esac
+OUT=$OUT$TAG
 mkdir -p logs build/experiments
-
-read -r -a extra <<< "${EXTRA_CONFIGS:-}"  # configs over gpu_sft.yaml (the tests: a tiny CPU run)
 runner() {
     python3 -m orchestry.bookkeeping.experiment "$E/gpu.yaml" "$E/gpu_sft.yaml" "${extra[@]}" "$@" --replace
 }
@@ -34,16 +47,16 @@ one_seed() {
     local s=$1 seed=() pids=() rc=0
     [ "$s" = 0 ] || seed=("$E/seed$s.yaml")
     [ "$s" = 0 ] || [ -f "$E/seed$s.yaml" ] || { echo "no $E/seed$s.yaml" >&2; return 2; }
-    ORCHESTRY_GPU_SHARE=$SHARE_SFT runner "${seed[@]}" "$E/warm_start_only.yaml" --name "sft_ws$s" \
+    ORCHESTRY_GPU_SHARE=$SHARE_SFT runner "${seed[@]}" "$E/warm_start_only.yaml" --name "sft${TAG}_ws$s" \
         --out "${OUT}_ws$s" --only prepare,sft
-    [ -d "build/experiments/sft_rl$s" ] || cp -a "build/experiments/sft_ws$s" "build/experiments/sft_rl$s"
+    [ -d "build/experiments/sft${TAG}_rl$s" ] || cp -a "build/experiments/sft${TAG}_ws$s" "build/experiments/sft${TAG}_rl$s"
     if [ "${BEFORE_RL:-1}" != 0 ]; then
-        ORCHESTRY_GPU_SHARE=$SHARE_RUN runner "${seed[@]}" "$E/warm_start_only.yaml" --name "sft_ws$s" \
-            --out "${OUT}_ws$s" --only prepare,sft,evaluate,evaluate_single &
+        ORCHESTRY_GPU_SHARE=$SHARE_RUN runner "${seed[@]}" "$E/warm_start_only.yaml" --name "sft${TAG}_ws$s" \
+            --out "${OUT}_ws$s" --only "prepare,sft,$WS_STAGES" &
         pids+=($!)
     fi
-    ORCHESTRY_GPU_SHARE=$SHARE_RUN runner "${seed[@]}" --name "sft_rl$s" --out "${OUT}_rl$s" --jobs 2 \
-        --only prepare,sft,smoke,train,train_single,evaluate,evaluate_single &
+    ORCHESTRY_GPU_SHARE=$SHARE_RUN runner "${seed[@]}" --name "sft${TAG}_rl$s" --out "${OUT}_rl$s" --jobs 2 \
+        --only "prepare,sft,smoke,$RL_STAGES" &
     pids+=($!)
     for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
     return $rc
@@ -51,7 +64,7 @@ one_seed() {
 
 seeds=("$@") pids=()
 for s in "${seeds[@]}"; do
-    one_seed "$s" > "logs/sft_comparison_seed$s.log" 2>&1 &
+    one_seed "$s" > "logs/sft_comparison${TAG}_seed$s.log" 2>&1 &
     pids+=($!)
 done
 failed=0
@@ -60,7 +73,7 @@ for i in "${!pids[@]}"; do
     if wait "${pids[$i]}"; then
         echo "seed $s: done"
     else
-        echo "seed $s: failed (logs/sft_comparison_seed$s.log)" >&2
+        echo "seed $s: failed (logs/sft_comparison${TAG}_seed$s.log)" >&2
         failed=1
     fi
 done
