@@ -45,17 +45,18 @@ runner() {
 
 one_seed() {
     local s=$1 seed=() pids=() rc=0
+    local ws="sft${TAG}_ws$s" rl="sft${TAG}_rl$s"  # the runs' names, and their work folders'
     [ "$s" = 0 ] || seed=("$E/seed$s.yaml")
     [ "$s" = 0 ] || [ -f "$E/seed$s.yaml" ] || { echo "no $E/seed$s.yaml" >&2; return 2; }
-    ORCHESTRY_GPU_SHARE=$SHARE_SFT runner "${seed[@]}" "$E/warm_start_only.yaml" --name "sft${TAG}_ws$s" \
+    ORCHESTRY_GPU_SHARE=$SHARE_SFT runner "${seed[@]}" "$E/warm_start_only.yaml" --name "$ws" \
         --out "${OUT}_ws$s" --only prepare,sft
-    [ -d "build/experiments/sft${TAG}_rl$s" ] || cp -a "build/experiments/sft${TAG}_ws$s" "build/experiments/sft${TAG}_rl$s"
+    [ -d "build/experiments/$rl" ] || cp -a "build/experiments/$ws" "build/experiments/$rl"
     if [ "${BEFORE_RL:-1}" != 0 ]; then
-        ORCHESTRY_GPU_SHARE=$SHARE_RUN runner "${seed[@]}" "$E/warm_start_only.yaml" --name "sft${TAG}_ws$s" \
+        ORCHESTRY_GPU_SHARE=$SHARE_RUN runner "${seed[@]}" "$E/warm_start_only.yaml" --name "$ws" \
             --out "${OUT}_ws$s" --only "prepare,sft,$WS_STAGES" &
         pids+=($!)
     fi
-    ORCHESTRY_GPU_SHARE=$SHARE_RUN runner "${seed[@]}" --name "sft${TAG}_rl$s" --out "${OUT}_rl$s" --jobs 2 \
+    ORCHESTRY_GPU_SHARE=$SHARE_RUN runner "${seed[@]}" --name "$rl" --out "${OUT}_rl$s" --jobs 2 \
         --only "prepare,sft,smoke,$RL_STAGES" &
     pids+=($!)
     for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
