@@ -10,7 +10,9 @@
 # params do not differ, are not run again).
 #   bash workflow/scripts/sft_comparison.sh 0 1 2 3
 # (REPORTS=prefix of the reports' folders, default reports/gpu_sft; EXTRA_CONFIGS="a.yaml b.yaml": configs over gpu_sft.yaml;
-#  BEFORE_RL=0: no evaluation before RL, for seeds whose ws<seed> report is in; CONTROL=steps, contract, 512
+#  BEFORE_RL=0: no evaluation before RL, for seeds whose ws<seed> report is in (it is left as it is: the
+#  warm start's own report goes to build/experiments/<run>_warm_start/); DRY_RUN=1: print each seed's commands,
+#  run and write nothing; CONTROL=steps, contract, 512
 #  or shared: that registered control (workflow/experiments/control_*.yaml) in place of the comparison, its
 #  own side only (the single agent's stages, or the team's for shared), reports <prefix>_<control>_{ws,rl}<seed>/,
 #  the warm start run once for both.) RL wants the card: four
@@ -38,9 +40,11 @@ case "${CONTROL:-}" in
     *) echo "CONTROL=$CONTROL: not a registered control (steps, contract, 512, shared)" >&2; exit 2 ;;
 esac
 OUT=$OUT$TAG
-mkdir -p logs build/experiments
+DRY=${DRY_RUN:-0}
+[ "$DRY" = 1 ] || mkdir -p logs build/experiments
 runner() {
-    python3 -m orchestry.bookkeeping.experiment "$E/gpu.yaml" "$E/gpu_sft.yaml" "${extra[@]}" "$@" --replace
+    local cmd=(python3 -m orchestry.bookkeeping.experiment "$E/gpu.yaml" "$E/gpu_sft.yaml" "${extra[@]}" "$@" --replace)
+    if [ "$DRY" = 1 ]; then echo "ORCHESTRY_GPU_SHARE=$ORCHESTRY_GPU_SHARE ${cmd[*]}"; else "${cmd[@]}"; fi
 }
 
 one_seed() {
@@ -48,9 +52,10 @@ one_seed() {
     local ws="sft${TAG}_ws$s" rl="sft${TAG}_rl$s"  # the runs' names, and their work folders'
     [ "$s" = 0 ] || seed=("$E/seed$s.yaml")
     [ "$s" = 0 ] || [ -f "$E/seed$s.yaml" ] || { echo "no $E/seed$s.yaml" >&2; return 2; }
+    # the warm start alone; its report is not the ws<seed> report (the evaluation below writes that one)
     ORCHESTRY_GPU_SHARE=$SHARE_SFT runner "${seed[@]}" "$E/warm_start_only.yaml" --name "$ws" \
-        --out "${OUT}_ws$s" --only prepare,sft
-    [ -d "build/experiments/$rl" ] || cp -a "build/experiments/$ws" "build/experiments/$rl"
+        --out "build/experiments/${ws}_warm_start" --only prepare,sft
+    [ "$DRY" = 1 ] || [ -d "build/experiments/$rl" ] || cp -a "build/experiments/$ws" "build/experiments/$rl"
     if [ "${BEFORE_RL:-1}" != 0 ]; then
         ORCHESTRY_GPU_SHARE=$SHARE_RUN runner "${seed[@]}" "$E/warm_start_only.yaml" --name "$ws" \
             --out "${OUT}_ws$s" --only "prepare,sft,$WS_STAGES" &
@@ -65,7 +70,7 @@ one_seed() {
 
 seeds=("$@") pids=()
 for s in "${seeds[@]}"; do
-    one_seed "$s" > "logs/sft_comparison${TAG}_seed$s.log" 2>&1 &
+    if [ "$DRY" = 1 ]; then one_seed "$s" & else one_seed "$s" > "logs/sft_comparison${TAG}_seed$s.log" 2>&1 & fi
     pids+=($!)
 done
 failed=0
