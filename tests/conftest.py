@@ -20,7 +20,7 @@ from orchestry.agents.lora.base_model import ModelSpec
 from orchestry.agents.lora.team import LoraSpec
 from orchestry.envs.code.reward import RewardWeights
 from orchestry.envs.code.sandbox import SandboxLimits
-from orchestry.params import Params
+from orchestry.params import Params, parse_params
 from orchestry.stages import from_params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,6 +29,12 @@ BIN = Path(sys.executable).parent
 # conversion is atomic, so two test processes may race to make it).
 MODEL_CACHE = ROOT / "cache" / "models"
 DEFAULTS = Params()  # the schema's defaults (== params.yaml, tests/test_params.py checks it)
+# Every test that loads the model loads its weights in float32, not the params' bfloat16: a CPU
+# without AVX512-BF16 or AMX emulates bfloat16, 15 times slower than float32 (one answer-loss pass
+# with its backward on an AMD EPYC with AVX2 only: 231 s against 15 s), and each CPU that has it
+# rounds it its own way, so which tiny completions parse would depend on the CI's machine
+# (docs/provenance.md). Tests of bfloat16 itself ask for it by name.
+TEST_DTYPE = "float32"
 
 
 def sampling(**changes) -> SamplingSpec:
@@ -45,7 +51,15 @@ def weights(**changes) -> RewardWeights:
 
 
 def model_spec(**changes) -> ModelSpec:
-    return replace(from_params.model_spec(DEFAULTS), **changes)
+    """The default params' model spec, in TEST_DTYPE unless `changes` name a dtype."""
+    return replace(from_params.model_spec(DEFAULTS), **{"dtype": TEST_DTYPE, **changes})
+
+
+def cpu_params(raw: dict | None = None) -> Params:
+    """`raw` (params.yaml's sections) parsed as a stage parses it, the weights in TEST_DTYPE."""
+    raw = dict(raw or {})
+    raw["model"] = {**raw.get("model", {}), "dtype": TEST_DTYPE}
+    return parse_params(raw)
 
 
 def lora(**changes) -> LoraSpec:
@@ -56,9 +70,7 @@ def tiny_params(**overrides: dict) -> dict:
     """The repo's params.yaml shrunk so a whole pipeline runs in a couple of minutes on 2 cores."""
     p = yaml.safe_load((ROOT / "params.yaml").read_text())
     p["model"]["cache_dir"] = str(MODEL_CACHE)  # reuse the converted model
-    # float32: in bfloat16 the sampled text depends on the CPU (AMX and AVX512-BF16 round apart),
-    # and which tiny completions parse must not (docs/provenance.md)
-    p["model"]["dtype"] = "float32"
+    p["model"]["dtype"] = TEST_DTYPE
     # 64: fewer and no completion parses, every reward is 0 and smoke (rightly) finds no update
     p["sampling"]["max_new_tokens"] = 64
     p["prepare"]["sets"] = {

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 import torch.multiprocessing as mp
+from conftest import cpu_params
 
 from orchestry.agents.lora.dist import ONE_PROCESS, end_world, start_world, world_from_env
 from orchestry.agents.lora.team import TeamPolicy
 from orchestry.algos.magrpo import Row
 from orchestry.algos.pg_update import Optimizers, update_agents
-from orchestry.params import parse_params
 from orchestry.stages.from_params import make_policy
 from orchestry.stages.train_from_params import optimizer_settings, update_settings
 
@@ -27,7 +27,7 @@ def params(path: str = "peft"):
     # gradient is c_A + c_B on both sides and only the all-reduce stands between them. The
     # written-out update (the GPU's, agents/lora/cuda/written_update.py) runs without checkpointing.
     checkpointing = {"model": {"gradient_checkpointing": False}} if path == "written" else {}
-    return parse_params({"train": {"microbatch": 2, "warmup_steps": 0}, **checkpointing})
+    return cpu_params({"train": {"microbatch": 2, "warmup_steps": 0}, **checkpointing})
 
 
 def step_rows(policy: TeamPolicy) -> dict[str, list[Row]]:

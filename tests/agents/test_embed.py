@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from conftest import cpu_params
 
 from orchestry.agents.lora.embed import mean_hidden_states
 
@@ -10,12 +11,11 @@ pytestmark = pytest.mark.slow  # the embedded model loads: the slow tier
 
 @pytest.fixture(scope="module")
 def policy():
-    from orchestry.params import parse_params
     from orchestry.stages.from_params import make_policy
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    yield make_policy(parse_params({}))
+    yield make_policy(cpu_params())
     torch.set_num_threads(threads)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import cpu_params
 
 from orchestry.agents.lora.shapes import (
     SHAPES,
@@ -21,7 +22,6 @@ from orchestry.agents.lora.shapes import (
     shape_named,
 )
 from orchestry.algos.pg_update import Optimizers, TrainingFailed, update_agents
-from orchestry.params import parse_params
 from orchestry.stages.from_params import make_policy
 from orchestry.stages.train_from_params import optimizer_settings, update_settings
 
@@ -46,7 +46,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture()
 def policy(folder: Path):
-    params = parse_params(
+    params = cpu_params(
         {"model": {"name": str(folder), "cache_dir": str(MODEL_CACHE)}, "train": {"microbatch": 2}}
     )
     return make_policy(params), params

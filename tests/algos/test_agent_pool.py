@@ -2,7 +2,7 @@
 real code environment and sandbox, seen through a generator that keeps each request it passes on."""
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, cpu_params
 
 from orchestry.algos.agent_pool import TESTER, AgentPool, Entry, fixed_orders, transitions
 from orchestry.envs.base import Outcome
@@ -24,12 +24,11 @@ def real():
     import torch
 
     from orchestry.envs.code.problems import load_problem_dir
-    from orchestry.params import parse_params
     from orchestry.stages.from_params import make_env, make_policy, sampling_spec
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    params = parse_params({"sampling": {"max_new_tokens": 24}})
+    params = cpu_params({"sampling": {"max_new_tokens": 24}})
     env = make_env(params)  # with train.feedback: the tester's report in words
     gen = Recording(make_policy(params))
     pool = AgentPool(env, gen, sampling_spec(params), ["aux", "main", TESTER], tool_cost=7.0)
@@ -126,13 +125,12 @@ def test_the_pool_on_the_story_env():
     import torch
 
     from orchestry.envs.story.tasks import load_set
-    from orchestry.params import parse_params
     from orchestry.stages.from_params import make_env, make_policy, sampling_spec
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        params = parse_params({"env": {"name": "story"}, "sampling": {"max_new_tokens": 16}})
+        params = cpu_params({"env": {"name": "story"}, "sampling": {"max_new_tokens": 16}})
         env = make_env(params)
         members = [*env.roles.agents, TESTER]
         pool = AgentPool(env, make_policy(params), sampling_spec(params), members, 5.0)

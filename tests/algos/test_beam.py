@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, cpu_params
 
 from orchestry.agents.base import Generation, GenRequest, SamplingSpec
 from orchestry.algos.beam import BeamSettings, beam_search, best_of, joint_leaves, search_rows
@@ -331,10 +331,9 @@ def one_torch_thread():
 def test_real_model_on_the_code_env(one_torch_thread):
     from orchestry.envs.code.problems import load_problem_dir
     from orchestry.eval.metrics import compute_metrics
-    from orchestry.params import parse_params
     from orchestry.stages.from_params import make_env, make_policy, sampling_spec
 
-    params = parse_params({"sampling": {"max_new_tokens": 24}})
+    params = cpu_params({"sampling": {"max_new_tokens": 24}})
     policy, env = make_policy(params), make_env(params)
     problems = load_problem_dir(ROOT / "data/coop")[:1]
     sampling = sampling_spec(params)

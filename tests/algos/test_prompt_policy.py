@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, cpu_params
 
 from orchestry.agents.base import Generation, GenRequest, SamplingSpec
 from orchestry.algos.prompt_gepa import ExploreFront, child_rules, decode, encode
@@ -331,7 +331,7 @@ def test_learn_with_the_embedded_model_on_the_code_env(tmp_path: Path):
     from orchestry.stages.from_params import make_env, make_policy
 
     params = parse_params({"sampling": {"max_new_tokens": 24}})
-    model = make_policy(parse_params({"model": {"agents": ["aux", "main", "reflector"]}}))
+    model = make_policy(cpu_params({"model": {"agents": ["aux", "main", "reflector"]}}))
     env = make_env(params)
     tasks = load_problem_dir(ROOT / "data/coop")[:2]
     sampling = SamplingSpec(temperature=0.7, top_p=1.0, top_k=0, max_new_tokens=24)

@@ -5,7 +5,7 @@ import json
 
 import pytest
 import torch
-from conftest import PIPELINE, ROOT, run_in
+from conftest import PIPELINE, ROOT, cpu_params, run_in
 
 FIXED = ["team", "sequential", "round_robin"]
 
@@ -64,7 +64,7 @@ def test_an_interrupted_training_resumes_to_the_same_policy(tmp_path):
     torch.set_num_threads(1)
     try:
         tasks = load_problem_dir(ROOT / "data/coop")[:3]
-        policy = make_policy(parse_params({}))
+        policy = make_policy(cpu_params())
         env = make_env(parse_params({}))
 
         def train(updates, ckpt):

@@ -2,7 +2,7 @@
 checkpoint, and a resumed run takes the same rollouts as the uninterrupted one."""
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, cpu_params
 
 import orchestry.stages.train as train
 from orchestry.algos.curriculum import schedule_problems
@@ -32,7 +32,7 @@ def test_ahead_needs_a_single_turn():
 def test_the_next_step_is_generated_before_the_update_but_not_across_a_checkpoint(
     tmp_path, monkeypatch
 ):
-    params = parse_params(PARAMS)
+    params = cpu_params(PARAMS)
     problems = load_problem_dir(ROOT / "data/coop")[:2]
     plan = schedule_problems(problems, 1, 2, params.seed)[:3]  # 3 steps, a checkpoint after 2
     events: list[str] = []

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, run_in, tiny_params
+from conftest import ROOT, cpu_params, run_in, tiny_params
 
 from orchestry.algos.curriculum import schedule_problems
 from orchestry.algos.magrpo import sample_advantages
@@ -74,7 +74,7 @@ def test_kill_9_then_resume_gives_bit_identical_adapters(tiny_repo, tmp_path):
 
 @pytest.fixture(scope="module")
 def coop_params():
-    return parse_params(
+    return cpu_params(
         {
             "sampling": {"max_new_tokens": 16},  # the tree's shape and the update's math, not text
             "train": {
@@ -125,7 +125,7 @@ def test_two_turn_cross_tree_and_update(coop_params):
 
 @pytest.mark.slow
 def test_three_agents_on_three_role_problems():
-    params = parse_params(
+    params = cpu_params(
         {
             "model": {"agents": ["aux1", "aux2", "main"]},
             "sampling": {"max_new_tokens": 40},
@@ -148,7 +148,7 @@ def test_three_agents_on_three_role_problems():
 def test_curriculum_run_resumed_from_a_checkpoint_takes_the_same_steps(tmp_path):
     """`train.curriculum: easy_first`: stopped after 2 of 3 steps and resumed, the run draws the
     same problems and writes the same rollouts as the uninterrupted one."""
-    params = parse_params(
+    params = cpu_params(
         {
             "sampling": {"max_new_tokens": 24},
             "train": {
@@ -194,7 +194,7 @@ def test_curriculum_run_resumed_from_a_checkpoint_takes_the_same_steps(tmp_path)
 @pytest.mark.slow
 def test_a_sequential_environment_acts_in_role_order_in_the_tree():
     """code_review: the reviewer's g-th sample saw the writer's g-th draft, the refactorer both."""
-    params = parse_params(
+    params = cpu_params(
         {
             "env": {"name": "code_review"},
             "sampling": {"max_new_tokens": 16},
