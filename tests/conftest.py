@@ -13,9 +13,11 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # one of `make test`'s processes, bes
         os.environ.setdefault(var, "1")
 
 import pytest
+import torch
 import yaml
 
 from orchestry.agents.base import SamplingSpec
+from orchestry.agents.lora import base_model
 from orchestry.agents.lora.base_model import ModelSpec
 from orchestry.agents.lora.team import LoraSpec
 from orchestry.envs.code.reward import RewardWeights
@@ -53,6 +55,27 @@ def weights(**changes) -> RewardWeights:
 def model_spec(**changes) -> ModelSpec:
     """The default params' model spec, in TEST_DTYPE unless `changes` name a dtype."""
     return replace(from_params.model_spec(DEFAULTS), **{"dtype": TEST_DTYPE, **changes})
+
+
+@pytest.fixture(autouse=True)
+def _no_unasked_bfloat16(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test that loads the model in bfloat16 on the CPU fails unless it is marked `bfloat16`
+    (TEST_DTYPE says why): one that forgot `cpu_params` or `model_spec` costs minutes, not an error."""
+    if request.node.get_closest_marker("bfloat16"):
+        return
+    resolve = base_model.resolve_dtype
+
+    def float32_unless_asked(dtype: str, device: torch.device) -> torch.dtype:
+        resolved = resolve(dtype, device)
+        if resolved == torch.bfloat16 and device.type == "cpu":
+            raise AssertionError(
+                "this test loads the model in bfloat16 on the CPU: build its params with "
+                "conftest.cpu_params or its spec with conftest.model_spec (TEST_DTYPE), or mark "
+                "it pytest.mark.bfloat16"
+            )
+        return resolved
+
+    monkeypatch.setattr(base_model, "resolve_dtype", float32_unless_asked)
 
 
 def cpu_params(raw: dict | None = None) -> Params:

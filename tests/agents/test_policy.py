@@ -407,6 +407,7 @@ def test_shared_adapter_is_one_set_of_parameters(spec: ModelSpec) -> None:
     assert first.token_ids == second.token_ids
 
 
+@pytest.mark.bfloat16
 def test_agents_with_different_specs_get_their_own_base(spec: ModelSpec) -> None:
     half = replace(spec, dtype="bfloat16")
     same = TeamPolicy({"aux": spec, "main": spec}, AGENTS, LORA)

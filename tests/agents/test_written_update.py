@@ -118,6 +118,7 @@ def test_mixed_rows_get_their_own_adapters_logprobs_and_gradients(
         assert all(p.grad.abs().sum() > 0 for p in params)
 
 
+@pytest.mark.bfloat16
 def test_on_a_bfloat16_base_the_written_gradient_is_as_close_to_float32_as_peft_is(
     spec: ModelSpec, monkeypatch
 ) -> None:
