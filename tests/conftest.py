@@ -32,8 +32,8 @@ BIN = Path(sys.executable).parent
 MODEL_CACHE = ROOT / "cache" / "models"
 DEFAULTS = Params()  # the schema's defaults (== params.yaml, tests/test_params.py checks it)
 # Every test that loads the model loads its weights in float32, not the params' bfloat16: a CPU
-# without AVX512-BF16 or AMX emulates bfloat16, 15 times slower than float32 (one answer-loss pass
-# with its backward on an AMD EPYC with AVX2 only: 231 s against 15 s), and each CPU that has it
+# without AVX512-BF16 or AMX emulates bfloat16 (an AMD EPYC with AVX2 only: an update forward 8.66
+# times float32's time, results/bench/cpu_kernels_avx2.json), and each CPU that has it
 # rounds it its own way, so which tiny completions parse would depend on the CI's machine
 # (docs/provenance.md). Tests of bfloat16 itself ask for it by name.
 TEST_DTYPE = "float32"
