@@ -22,7 +22,9 @@ from orchestry.params import load_params
 from orchestry.serve.launch import running_server
 from orchestry.stages.from_params import make_policy
 
-pytestmark = pytest.mark.slow  # a real model is loaded and generates
+# a real model is loaded and generates; one process takes the module, so its server (`port`) starts
+# once, not once per `make test` process
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("connections")]
 
 READ_TIMEOUT_S = 3
 CAP = 64

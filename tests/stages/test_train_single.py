@@ -16,7 +16,9 @@ from orchestry.params import parse_params
 from orchestry.stages import evaluate_single, train_single
 from orchestry.stages.from_params import make_policy, single_agent_params
 
-pytestmark = pytest.mark.slow  # a real model trains or generates in every test here
+# a real model trains or generates in every test here; one process takes them all, so the module's
+# training run (`trained`, half a minute) is made once, not once per `make test` process
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("train_single")]
 
 
 @pytest.fixture(scope="module")
