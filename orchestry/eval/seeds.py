@@ -17,6 +17,11 @@ seed can be paired problem by problem. Per held-out set (and `all`, pooled) and 
   seeds, which one pair's CI over problems leaves out;
 - how many RUN reports stopped cooperating: held-out coop rate below `COLLAPSED` (0.05).
 
+`REPORT:METHOD+reference_aux` is the team's main joined with the reference helper (per_problem.csv's
+`main_with_reference_aux`, the warm start's gate's measure): its pass@1 alone. Paired with the team it
+is what the team's own helper costs; paired with another method, whether a perfect helper would have
+closed the gap.
+
 Writes `seeds.csv` (one row per pair and one per mean), `seeds.md` and `manifest.json` into `--out`,
 replaced as a whole; a report without per_problem.csv or the method's rows, or a pair without a
 problem in common, is an error naming it, and nothing is written.
@@ -25,6 +30,7 @@ problem in common, is an error naming it, and nothing is written.
 from __future__ import annotations
 
 import argparse
+import csv
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -34,10 +40,18 @@ from typing import Any
 import numpy as np
 
 from orchestry.eval.ablation import AblationError, label, parse_source, team_values
-from orchestry.eval.paired import ALL_SETS, CODE_METRICS, diff_cells, paired_difference
+from orchestry.eval.paired import (
+    ALL_SETS,
+    CODE_METRICS,
+    PROBLEM_METRICS,
+    diff_cells,
+    paired_difference,
+)
 from orchestry.eval.tool_folder import csv_text, write_folder
 
 COLLAPSED = 0.05  # held-out coop rate below this: the run no longer cooperates
+REFERENCE_AUX = "+reference_aux"  # METHOD+reference_aux: its main with the reference helper
+REFERENCE_METRIC = next(iter(PROBLEM_METRICS))  # per_problem.csv's main_with_reference_aux
 COLUMNS = (
     "row",
     "heldout_set",
@@ -63,8 +77,28 @@ def load_pair(arg: str, method: str) -> tuple[tuple[str, Values], tuple[str, Val
     out = []
     for part in parts:
         folder, named = parse_source(part, method)
-        out.append((label(folder, named, method), team_values(folder, named)))
+        team = named.removesuffix(REFERENCE_AUX)
+        values = team_values(folder, named) if team == named else reference_aux_values(folder, team)
+        out.append((label(folder, named, method), values))
     return out[0], out[1]
+
+
+def reference_aux_values(report: Path, method: str) -> Values:
+    """`method`'s main joined with the reference helper, as pass@1 (`METHOD+reference_aux`)."""
+    table = report / "per_problem.csv"
+    if not table.is_file():
+        raise AblationError(
+            f"{table}: no such file (made by python -m orchestry.bookkeeping.experiment)"
+        )
+    out: dict[str, dict[str, float]] = {}
+    with table.open() as f:
+        for r in csv.DictReader(f):
+            if r["method"] == method and r.get(REFERENCE_METRIC, "") != "":
+                for heldout in (ALL_SETS, r["heldout_set"]):
+                    out.setdefault(heldout, {})[r["problem_id"]] = float(r[REFERENCE_METRIC])
+    if not out:
+        raise AblationError(f"{table}: no {REFERENCE_METRIC} of method {method!r}")
+    return {"pass@1": out}
 
 
 def two_level_ci(diffs: Sequence[np.ndarray], resamples: int, seed: int) -> tuple[float, float]:
@@ -86,7 +120,8 @@ def seed_rows(
 ) -> list[dict[str, Any]]:
     """Per held-out set and metric: one `pair` row per pair, then one `mean` row over the pairs."""
     out: list[dict[str, Any]] = []
-    sets = sorted({h for (_, run), (_, other) in pairs for h in run.get("return", {})} - {ALL_SETS})
+    sides = [values for pair in pairs for _, values in pair]
+    sets = sorted({h for v in sides for by_set in v.values() for h in by_set} - {ALL_SETS})
     for heldout in [ALL_SETS, *sets]:
         for metric in CODE_METRICS:
             diffs, rows = [], []
@@ -151,11 +186,8 @@ def collapsed(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def seeds_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
-    runs = [
-        r
-        for r in rows
-        if r["row"] == "pair" and r["heldout_set"] == ALL_SETS and r["metric"] == "return"
-    ]
+    pooled = [r for r in rows if r["row"] == "pair" and r["heldout_set"] == ALL_SETS]
+    runs = list({(r["run"], r["against"]): r for r in pooled}.values())  # each pair once, in order
     down = collapsed(rows)
     lines = [
         f"# {len(runs)} seeds, each a pair of runs (paired over the held-out problems of its seed)",

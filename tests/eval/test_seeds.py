@@ -61,3 +61,46 @@ def test_the_two_level_ci_is_a_point_when_every_difference_is_the_same():
 
     same = [np.full(5, 0.1), np.full(3, 0.1)]
     assert two_level_ci(same, 100, 0) == pytest.approx((0.1, 0.1))
+
+
+def test_the_team_s_main_with_the_reference_helper_pairs_as_its_own_method(tmp_path, capsys):
+    """`REPORT:magrpo+reference_aux` is the team's main joined with the reference helper: its pass@1
+    per problem (per_problem.csv's main_with_reference_aux), paired with the team itself (what its
+    own helper costs) or with another method (whether a perfect helper closes the gap)."""
+    from orchestry.eval.paired import per_problem_csv, per_problem_rows
+
+    def sample(pid: str, correct: bool, main_ref: bool) -> dict:
+        return {
+            "problem_id": pid,
+            "correct": correct,
+            "main_correct_ref_aux": main_ref,
+            "reward": {"total": 1.0, "pass_rate": float(correct), "main_calls_aux": True},
+        }
+
+    pids = [f"gen_compose/p{i}" for i in range(6)] + ["coop/a", "coop/b"]
+    # the team passes half its problems; its main with the reference helper passes every one
+    team = tmp_path / "team"
+    team.mkdir()
+    rows = [sample(p, i % 2 == 0, True) for i, p in enumerate(pids) for _ in range(2)]
+    (team / "per_problem.csv").write_text(per_problem_csv(per_problem_rows({"magrpo": rows})))
+    single = report(tmp_path / "single", dict.fromkeys(pids, 1.0), method="single_grpo")
+    out = tmp_path / "seeds"
+    ref = f"{team}:magrpo+reference_aux"
+    argv = [f"{team},{ref}", f"{ref},{single}:single_grpo", "--out", str(out)]
+    assert main([*argv, "--resamples", "200"]) == 0
+    helper = rows_of(out, row="pair", run="team", against="team:magrpo+reference_aux")
+    assert {(r["heldout_set"], r["metric"]) for r in helper} == {
+        (s, "pass@1") for s in ("all", "coop", "gen_compose")
+    }
+    pooled = [r for r in helper if r["heldout_set"] == "all"]
+    assert [float(r["diff"]) for r in pooled] == [-0.5]  # the team's own helper costs half
+    (closed,) = rows_of(out, row="pair", heldout_set="gen_compose", run="team:magrpo+reference_aux")
+    assert closed["against"] == "single:single_grpo" and float(closed["diff"]) == 0.0
+    md = (out / "seeds.md").read_text()
+    assert md.startswith("# 2 seeds") and "`team:magrpo+reference_aux` − `single:single_grpo`" in md
+    # a report without the measure (a single agent's) is named, and nothing is written
+    bad = main([f"{team},{single}:single_grpo+reference_aux", "--out", str(tmp_path / "no")])
+    assert (
+        bad == 2 and "no main_with_reference_aux of method 'single_grpo'" in capsys.readouterr().err
+    )
+    assert not (tmp_path / "no").exists()
