@@ -118,6 +118,16 @@ def tiny_params(**overrides: dict) -> dict:
     return p
 
 
+def converted_model() -> Path:
+    """The embedded model converted into MODEL_CACHE by this process (kept if there). A test whose
+    first model load may be in several ranks at once calls it first: ranks converting on an empty
+    cache leave a folder without weights (test_a_rank_other_than_0_converting_the_model_writes_its_
+    weights in tests/agents/test_dist.py)."""
+    return base_model.convert_gguf_model(
+        base_model.embedded_gguf_path(), MODEL_CACHE / base_model.EMBEDDED_MODEL
+    )
+
+
 def copy_repo(dest: Path) -> Path:
     """Copy the working tree's tracked and unignored files into `dest` and make it a git + DVC repo."""
     files = subprocess.run(
@@ -161,7 +171,9 @@ def run_in(
 
 @pytest.fixture
 def tiny_repo(tmp_path: Path):
-    """A fresh repo copy with tiny params; returns (path, write_params)."""
+    """A fresh repo copy with tiny params; returns (path, write_params). The model is converted
+    first: a test's first stage may start several ranks (`train.processes`, `evaluate.processes`)."""
+    converted_model()
     repo = copy_repo(tmp_path / "repo")
 
     def write(**overrides: dict) -> Path:

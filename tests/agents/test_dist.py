@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 import torch.multiprocessing as mp
-from conftest import cpu_params
+from conftest import converted_model, cpu_params
 
+from orchestry.agents.lora import base_model
 from orchestry.agents.lora.dist import ONE_PROCESS, end_world, start_world, world_from_env
 from orchestry.agents.lora.team import TeamPolicy
 from orchestry.algos.magrpo import Row
@@ -69,14 +70,7 @@ def train_steps(rank_rows, ranks, path: str) -> tuple[Adapters, Adapters, list[d
 def rank_main(rank: int, size: int, port: int, out: str) -> None:
     """One gloo rank, placed by the environment torchrun would set; it steps on each update path
     in turn (one pair of rank processes for both: each start costs a torch import and more)."""
-    os.environ.update(
-        RANK=str(rank),
-        WORLD_SIZE=str(size),
-        LOCAL_RANK=str(rank),
-        LOCAL_WORLD_SIZE=str(size),
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-    )
+    rank_env(rank, size, port)
     torch.set_num_threads(1)
     world = start_world("cpu")
     try:
@@ -86,6 +80,51 @@ def rank_main(rank: int, size: int, port: int, out: str) -> None:
             torch.save({"adapters": adapters, "stats": stats}, Path(out) / f"{path}-rank{rank}.pt")
     finally:
         end_world(world)
+
+
+def rank_env(rank: int, size: int, port: int) -> None:
+    """The environment torchrun gives a rank."""
+    os.environ.update(
+        RANK=str(rank),
+        WORLD_SIZE=str(size),
+        LOCAL_RANK=str(rank),
+        LOCAL_WORLD_SIZE=str(size),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
+
+
+def convert_on_rank_1(rank: int, size: int, port: int, cache: str) -> None:
+    """Rank 1 converts the embedded model into an empty cache while rank 0 waits."""
+    rank_env(rank, size, port)
+    torch.set_num_threads(1)
+    world = start_world("cpu")
+    try:
+        if rank == 1:
+            folder = Path(cache) / base_model.EMBEDDED_MODEL
+            base_model.convert_gguf_model(base_model.embedded_gguf_path(), folder)
+        torch.distributed.barrier()
+    finally:
+        end_world(world)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="blocked: the fix edits agents/lora/base_model.py, in every model stage's code, so it "
+    "reruns the committed outputs, which only the CPU type that made them reproduces",
+)
+def test_a_rank_other_than_0_converting_the_model_writes_its_weights(tmp_path):
+    """On a fresh cache the first model load may be a multi-process stage's (`train.processes: 2`
+    right after `prepare`): every rank converts the GGUF model. In a process group transformers'
+    `save_pretrained` writes the weights and config on rank 0 alone, and the conversion renames the
+    other ranks' folder of tokenizer files into place too, often first: every later load of it
+    fails ("Unrecognized model ... Should have a `model_type` key"), until it is deleted. The
+    tests convert the model in one process first (conftest.converted_model); the pipeline's own
+    order does (`smoke` loads it before `train`)."""
+    mp.spawn(convert_on_rank_1, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
+    folder = tmp_path / base_model.EMBEDDED_MODEL
+    assert (folder / "config.json").is_file() and list(folder.glob("*.safetensors"))
 
 
 def free_port() -> int:
@@ -98,6 +137,7 @@ def free_port() -> int:
 def rank_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two gloo ranks run once for the module, each path's files apart (`{path}-rank{r}.pt`)."""
     out = tmp_path_factory.mktemp("ranks")
+    converted_model()  # before the ranks load it (test_a_rank_other_than_0_converting_...)
     mp.spawn(rank_main, args=(2, free_port(), str(out)), nprocs=2, join=True)
     return out
 

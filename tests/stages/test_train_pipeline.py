@@ -112,7 +112,7 @@ def test_two_pipelined_processes_train_and_resume_as_one_process_does(tiny_repo,
     """The stage on 2 pipelined processes, and a pipelined run stopped at its checkpoint and resumed,
     give the rollouts and adapters of one process at the same rollouts_ahead, bit for bit."""
     repo, write = tiny_repo
-    tiny = {"max_steps": 3, "problems_per_step": 2, "checkpoint_every": 2}
+    tiny = {"max_steps": 3, "problems_per_step": 2, "group_size": 2, "checkpoint_every": 2}
     write(train={**tiny, **PIPELINE})
     run_in(repo, "python", "-m", "orchestry", "prepare")
     done = run_in(repo, "python", "-m", "orchestry", "train")
