@@ -143,3 +143,11 @@ def test_same_params_sections(both):
 def test_snakemake_lint_is_clean():
     out = run("snakemake", "--lint")
     assert "Congratulations" in out
+
+
+def test_dvc_lock_holds_the_package_as_it_is():
+    """dvc.lock's `fingerprints` stage records the package folder: after any edit under orchestry/
+    `dvc status` names that stage until `dvc repro -s fingerprints` (which rewrites only the
+    fingerprints that changed, so no other stage moves) and the lock is committed with the edit."""
+    status = run("dvc", "status", "fingerprints")
+    assert "changed deps" not in status, f"run `dvc repro -s fingerprints`:\n{status}"
