@@ -28,6 +28,9 @@ import yaml
 from orchestry.eval.paired import ALL_SETS, CODE_METRICS, diff_cells, paired_difference
 from orchestry.eval.tool_folder import csv_text, write_folder
 
+REFERENCE_AUX = "+reference_aux"  # METHOD+reference_aux: its main with the reference helper
+REFERENCE_METRIC = "main_with_reference_aux"  # per_problem.csv's (paired.PROBLEM_METRICS)
+
 COLUMNS = (
     "lever",
     "settings",
@@ -57,17 +60,29 @@ def label(report: Path, method: str, default: str) -> str:
 
 
 def team_values(report: Path, method: str) -> dict[str, dict[str, dict[str, float]]]:
-    """metric -> held-out set -> {problem id: value} of `method` in a report's per_problem.csv."""
+    """metric -> held-out set -> {problem id: value} of `method` in a report's per_problem.csv.
+    `METHOD+reference_aux` is that method's main joined with the reference helper (the column
+    `main_with_reference_aux`, the warm start's gate's measure): its pass@1 alone."""
     table = report / "per_problem.csv"
     if not table.is_file():
         raise AblationError(
             f"{table}: no such file (made by python -m orchestry.bookkeeping.experiment)"
         )
+    team = method.removesuffix(REFERENCE_AUX)
     with table.open() as f:
-        rows = [r for r in csv.DictReader(f) if r["method"] == method]
+        rows = [r for r in csv.DictReader(f) if r["method"] == team]
     if not rows:
-        raise AblationError(f"{table}: no rows of method {method!r}")
+        raise AblationError(f"{table}: no rows of method {team!r}")
     out: dict[str, dict[str, dict[str, float]]] = {}
+    if team != method:  # its main joined with the reference helper: that pass@1 alone
+        for r in rows:
+            if r.get(REFERENCE_METRIC, "") != "":
+                for heldout in (ALL_SETS, r["heldout_set"]):
+                    value = float(r[REFERENCE_METRIC])
+                    out.setdefault("pass@1", {}).setdefault(heldout, {})[r["problem_id"]] = value
+        if not out:
+            raise AblationError(f"{table}: no {REFERENCE_METRIC} of method {team!r}")
+        return out
     for metric in CODE_METRICS:
         for r in rows:
             if r.get(metric, "") == "":  # no value, or a file from before the metric existed

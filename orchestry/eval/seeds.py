@@ -18,7 +18,8 @@ seed can be paired problem by problem. Per held-out set (and `all`, pooled) and 
 - how many RUN reports stopped cooperating: held-out coop rate below `COLLAPSED` (0.05).
 
 `REPORT:METHOD+reference_aux` is the team's main joined with the reference helper (per_problem.csv's
-`main_with_reference_aux`, the warm start's gate's measure): its pass@1 alone. Paired with the team it
+`main_with_reference_aux`, the warm start's gate's measure; `orchestry.eval.ablation.team_values`): its
+pass@1 alone. Paired with the team it
 is what the team's own helper costs; paired with another method, whether a perfect helper would have
 closed the gap.
 
@@ -30,7 +31,6 @@ problem in common, is an error naming it, and nothing is written.
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -40,18 +40,10 @@ from typing import Any
 import numpy as np
 
 from orchestry.eval.ablation import AblationError, label, parse_source, team_values
-from orchestry.eval.paired import (
-    ALL_SETS,
-    CODE_METRICS,
-    PROBLEM_METRICS,
-    diff_cells,
-    paired_difference,
-)
+from orchestry.eval.paired import ALL_SETS, CODE_METRICS, diff_cells, paired_difference
 from orchestry.eval.tool_folder import csv_text, write_folder
 
 COLLAPSED = 0.05  # held-out coop rate below this: the run no longer cooperates
-REFERENCE_AUX = "+reference_aux"  # METHOD+reference_aux: its main with the reference helper
-REFERENCE_METRIC = next(iter(PROBLEM_METRICS))  # per_problem.csv's main_with_reference_aux
 COLUMNS = (
     "row",
     "heldout_set",
@@ -77,28 +69,8 @@ def load_pair(arg: str, method: str) -> tuple[tuple[str, Values], tuple[str, Val
     out = []
     for part in parts:
         folder, named = parse_source(part, method)
-        team = named.removesuffix(REFERENCE_AUX)
-        values = team_values(folder, named) if team == named else reference_aux_values(folder, team)
-        out.append((label(folder, named, method), values))
+        out.append((label(folder, named, method), team_values(folder, named)))
     return out[0], out[1]
-
-
-def reference_aux_values(report: Path, method: str) -> Values:
-    """`method`'s main joined with the reference helper, as pass@1 (`METHOD+reference_aux`)."""
-    table = report / "per_problem.csv"
-    if not table.is_file():
-        raise AblationError(
-            f"{table}: no such file (made by python -m orchestry.bookkeeping.experiment)"
-        )
-    out: dict[str, dict[str, float]] = {}
-    with table.open() as f:
-        for r in csv.DictReader(f):
-            if r["method"] == method and r.get(REFERENCE_METRIC, "") != "":
-                for heldout in (ALL_SETS, r["heldout_set"]):
-                    out.setdefault(heldout, {})[r["problem_id"]] = float(r[REFERENCE_METRIC])
-    if not out:
-        raise AblationError(f"{table}: no {REFERENCE_METRIC} of method {method!r}")
-    return {"pass@1": out}
 
 
 def two_level_ci(diffs: Sequence[np.ndarray], resamples: int, seed: int) -> tuple[float, float]:
