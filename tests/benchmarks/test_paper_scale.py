@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import MODEL_CACHE
+from conftest import converted_model
 
-from orchestry.agents.lora.base_model import EMBEDDED_MODEL, convert_gguf_model, embedded_gguf_path
+from orchestry.agents.lora.base_model import EMBEDDED_MODEL
 from orchestry.bookkeeping import code_deps
 
 REPO = Path(__file__).resolve().parents[2]
@@ -71,11 +71,9 @@ def test_the_manifest_code_holds_the_scripts_paper_scale_runs() -> None:
 @pytest.mark.slow
 def test_tiny_cpu_run_writes_every_key(tmp_path: Path) -> None:
     out = tmp_path / "paper_scale.json"
-    # the tokenizer comes from the embedded model, converted once per checkout (conftest.MODEL_CACHE);
+    # the tokenizer comes from the embedded model, converted once per checkout (conftest.converted_model);
     # the random model is built here
-    (tmp_path / EMBEDDED_MODEL).symlink_to(
-        convert_gguf_model(embedded_gguf_path(), MODEL_CACHE / EMBEDDED_MODEL)
-    )
+    (tmp_path / EMBEDDED_MODEL).symlink_to(converted_model())
     command = [sys.executable, str(REPO / "benchmarks" / "paper_scale.py"), "--shapes", "135m"]
     command += ["--steps", "3", "--device", "cpu", "--problems-per-step", "1"]
     command += ["--group-size", "2", "--max-new-tokens", "4", "--cache-dir", str(tmp_path)]
