@@ -94,11 +94,6 @@ def tiny_params(**overrides: dict) -> dict:
     p = yaml.safe_load((ROOT / "params.yaml").read_text())
     p["model"]["cache_dir"] = str(MODEL_CACHE)  # reuse the converted model
     p["model"]["dtype"] = TEST_DTYPE
-    # The update keeps its activations (a GPU's plan) instead of recomputing them (`auto` on a CPU):
-    # at these sizes memory is no object, and smoke's one step took 37 s instead of 43 on 2 cores. The recomputing update, the
-    # CPU's default, is tested where it is built without these params (tests/algos/test_pg_update.py,
-    # tests/agents/test_dist.py, tests/agents/test_policy.py).
-    p["model"]["gradient_checkpointing"] = False
     # 64: fewer and no completion parses, every reward is 0 and smoke (rightly) finds no update
     p["sampling"]["max_new_tokens"] = 64
     p["prepare"]["sets"] = {
