@@ -329,6 +329,38 @@ def test_shared_prompt_logprobs_and_gradients_equal_a_plain_forward_per_row(
         p.grad = None
 
 
+def test_shared_prompt_gradients_are_the_same_bits_from_run_to_run_on_two_threads(
+    policy: TeamPolicy,
+) -> None:
+    """The G completions of a prompt share its keys and values (`kv_prefix.completion_logits`),
+    so the backward pass adds G gradients into each prefix row. Taken with `keys[index]`, two
+    threads added them with atomic adds and every run rounded differently (the tiny `train`'s
+    adapters changed from run to run); the update must repeat to the bit."""
+    tokenizer = policy.tokenizer("main")
+    problem = " ".join(PROBLEMS) * 6  # a prompt of ~250 tokens, as long as the update's
+    prompt = policy.prompt_ids("main", messages(problem, "main"))
+    assert len(prompt) > 200
+    bodies = ("return 1", "xs = list(range(9))\n    return xs", "pass", "return x[::-1]")
+    completions = [tokenizer(f"def main(x):\n    {b}")["input_ids"] for b in bodies]
+    weights = torch.tensor([0.5, -1.0, 2.0, -1.5])
+    params = policy.trainable_parameters("main")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        runs = []
+        for _ in range(3):
+            logp, _ = policy.sequence_logprobs("main", [prompt] * 4, completions, grad=True)
+            (weights * logp).sum().backward()
+            runs.append([p.grad.clone() for p in params])
+            for p in params:
+                p.grad = None
+    finally:
+        torch.set_num_threads(threads)
+    assert any(g.abs().sum() > 0 for g in runs[0])
+    for run in runs[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(runs[0], run, strict=True))
+
+
 def test_optimizer_step_on_aux_leaves_main_bit_identical(policy: TeamPolicy) -> None:
     saved = {a: [p.detach().clone() for p in policy.trainable_parameters(a)] for a in AGENTS}
     before = {a: policy.adapter_state(a) for a in AGENTS}

@@ -367,7 +367,10 @@ def completion_logits(
             _run_into(model, pre_ids, pre_mask, recorder)
             index = torch.tensor(plan.group, device=device)
             kwargs[cache_argument(model)] = _LayerCache(
-                layers=[PrefixLayer(r.keys[index], r.values[index]) for r in recorder.layers]
+                layers=[
+                    PrefixLayer(_rows(r.keys, index), _rows(r.values, index))
+                    for r in recorder.layers
+                ]
             )
             mask = torch.cat([pre_mask[index], mask], 1)
         logits = model(
@@ -380,6 +383,15 @@ def completion_logits(
         ).logits
     # Column j of the kept logits predicts completion token j (the last one predicts nothing).
     return logits[:, :-1, :], comp_ids, comp_mask
+
+
+def _rows(t: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Rows `index` of `t` (a row may repeat), with a reproducible gradient. On a CPU the backward
+    of `t[index]` (index_put_ with accumulate) adds the repeated rows' gradients with parallel
+    atomic adds, so with two threads each run of the same update rounds differently;
+    `index_select`'s (index_add_) adds them one row after another. On a GPU it is the other way
+    round (`torch.use_deterministic_algorithms` lists index_add_ there), so the indexing stays."""
+    return t.index_select(0, index) if t.device.type == "cpu" else t[index]
 
 
 def target_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
