@@ -367,10 +367,7 @@ def completion_logits(
             _run_into(model, pre_ids, pre_mask, recorder)
             index = torch.tensor(plan.group, device=device)
             kwargs[cache_argument(model)] = _LayerCache(
-                layers=[
-                    PrefixLayer(_rows(r.keys, index), _rows(r.values, index))
-                    for r in recorder.layers
-                ]
+                layers=[PrefixLayer(*_rows(r, index)) for r in recorder.layers]
             )
             mask = torch.cat([pre_mask[index], mask], 1)
         logits = model(
@@ -385,13 +382,13 @@ def completion_logits(
     return logits[:, :-1, :], comp_ids, comp_mask
 
 
-def _rows(t: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """Rows `index` of `t` (a row may repeat), with a reproducible gradient. On a CPU the backward
-    of `t[index]` (index_put_ with accumulate) adds the repeated rows' gradients with parallel
-    atomic adds, so with two threads each run of the same update rounds differently;
-    `index_select`'s (index_add_) adds them one row after another. On a GPU it is the other way
-    round (`torch.use_deterministic_algorithms` lists index_add_ there), so the indexing stays."""
-    return t.index_select(0, index) if t.device.type == "cpu" else t[index]
+def _rows(layer: RecordingLayer, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The prefix's keys and values for rows `index` (rows repeat). On a CPU `keys[index]`'s backward
+    adds repeated rows with parallel atomic adds, rounding differently in every run; index_select's
+    adds them in order. On a GPU it is the other way round (torch.use_deterministic_algorithms)."""
+    if index.device.type != "cpu":
+        return layer.keys[index], layer.values[index]
+    return layer.keys.index_select(0, index), layer.values.index_select(0, index)
 
 
 def target_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
