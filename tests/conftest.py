@@ -120,9 +120,8 @@ def tiny_params(**overrides: dict) -> dict:
 
 def converted_model() -> Path:
     """The embedded model converted into MODEL_CACHE by this process (kept if there). A test whose
-    first model load may be in several ranks at once calls it first: ranks converting on an empty
-    cache leave a folder without weights (test_a_rank_other_than_0_converting_the_model_writes_its_
-    weights in tests/agents/test_dist.py)."""
+    first model load may be in several ranks at once calls it first, so that the ranks load one
+    conversion rather than each making its own (each would be whole: tests/agents/test_dist.py)."""
     return base_model.convert_gguf_model(
         base_model.embedded_gguf_path(), MODEL_CACHE / base_model.EMBEDDED_MODEL
     )

@@ -86,6 +86,75 @@ def test_a_docstring_or_comment_is_no_code_change(tmp_path):
     assert code_deps.code_digest(source) != before
 
 
+NESTED = '''"""Module."""
+import a
+
+
+class C:
+    """Class."""
+
+    def f(self):
+        """Method."""
+        import b
+        with open("x") as f:
+            "with"
+            from c import d
+        for _ in range(2):
+            "loop"
+            import e
+        else:
+            import f
+
+
+try:
+    import g
+except ImportError:
+    "handler"
+    import h
+else:
+    "else"
+    import i
+finally:
+    "finally"
+    import j
+match a:
+    case 1:
+        "case"
+        import k
+    case _:
+        pass
+while False:
+    if True:
+        import m
+    else:
+        import n
+'''
+
+
+def test_imports_and_docstrings_are_found_in_every_nested_block(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text(NESTED)
+    imports = set(code_deps._source(source).imports)
+    assert imports == {*"abeghijkmn", "c", "c.d", "f"}
+    # every string statement, however deep, is prose: the digest is the code's without them
+    bare = tmp_path / "bare.py"
+    bare.write_text(
+        "\n".join(line for line in NESTED.splitlines() if not line.lstrip().startswith('"'))
+    )
+    assert code_deps.code_digest(bare) == code_deps.code_digest(source)
+
+
+def test_an_edited_file_is_read_anew_however_quickly(tmp_path):
+    # read once per content, not per path and time: an edit of the same size within the file
+    # system's clock tick is still seen
+    source = tmp_path / "m.py"
+    source.write_text("import a\nX = 1\n")
+    before = code_deps.code_digest(source), code_deps._source(source).imports
+    source.write_text("import b\nX = 2\n")
+    assert code_deps.code_digest(source) != before[0]
+    assert code_deps._source(source).imports == ("b",)
+
+
 def run_stage(repo: Path, stage: str, patch: str = "pass") -> subprocess.CompletedProcess:
     """`python -m orchestry STAGE` in `repo`, after `patch` (python run first in that process)."""
     code = f"import sys\n{patch}\nfrom orchestry.cli import main\nsys.exit(main([{stage!r}]))"

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import ast
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE = "orchestry"
@@ -54,11 +55,25 @@ def module_file(module: str) -> Path | None:
     return None
 
 
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement in `body` and in the bodies nested in it (functions, classes, branches,
+    loops, `with`, `try` and its handlers, `match` cases). Imports and docstrings are statements,
+    so walking these alone, not every expression node, finds all of them."""
+    for stmt in body:
+        yield stmt
+        for field in ("body", "orelse", "finalbody"):
+            nested = getattr(stmt, field, None)
+            if isinstance(nested, list):
+                yield from _statements(nested)
+        for block in (*getattr(stmt, "handlers", ()), *getattr(stmt, "cases", ())):
+            yield from _statements(block.body)
+
+
 def _import_names(tree: ast.Module) -> list[str]:
     """Every absolute name a module's imports may bind (module level or inside functions): for
     `from pkg import name`, both pkg and pkg.name (name may be a submodule or an attribute)."""
     names: list[str] = []
-    for node in ast.walk(tree):
+    for node in _statements(tree.body):
         if isinstance(node, ast.Import):
             names += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -66,9 +81,34 @@ def _import_names(tree: ast.Module) -> list[str]:
     return names
 
 
-def _imported(module: str, tree: ast.Module) -> set[str]:
-    """Modules of ours that a module imports anywhere (module level or inside functions)."""
-    found = {n for n in _import_names(tree) if n.split(".")[0] == PACKAGE and module_file(n)}
+@dataclass(frozen=True)
+class _Source:
+    """What the closure and the fingerprint read from one Python file, from one parse."""
+
+    imports: tuple[str, ...]
+    digest: str
+
+
+_READ: dict[bytes, _Source] = {}
+"""`_source` by file content: `deps` follows 13 closures over the same files, each parsed once."""
+
+
+def _source(path: Path) -> _Source:
+    """The import names and the code digest of a Python file (cached by its content, so an edited
+    file is read anew)."""
+    data = path.read_bytes()
+    if data not in _READ:
+        tree = ast.parse(data, str(path))
+        imports = tuple(_import_names(tree))
+        dump = ast.dump(_without_docstrings(tree), annotate_fields=False, include_attributes=False)
+        _READ[data] = _Source(imports, hashlib.sha256(dump.encode()).hexdigest())
+    return _READ[data]
+
+
+def _imported(module: str, names: Iterable[str]) -> set[str]:
+    """Modules of ours that a module imports anywhere (module level or inside functions), from
+    its import names."""
+    found = {n for n in names if n.split(".")[0] == PACKAGE and module_file(n)}
     if module == f"{PACKAGE}.cli":
         found -= set(CLI_COMMANDS)
     return found | set(READ_AS_FILES.get(module, ()))
@@ -92,7 +132,7 @@ def import_closure(*roots: str) -> set[str]:
         path = module_file(module)
         if path is None:
             raise ValueError(f"{module} is not a module of {PACKAGE}")
-        for dep in _imported(module, ast.parse(path.read_text(), str(path))):
+        for dep in _imported(module, _source(path).imports):
             todo.extend(_with_parents(dep))
     return seen
 
@@ -128,10 +168,13 @@ def stage_code(stage: str, plugins: Iterable[tuple[str, str]] = ()) -> list[str]
     return sorted(str(f.relative_to(ROOT)) for f in files if f is not None)
 
 
-def _without_docstrings(tree: ast.AST) -> ast.AST:
+def _without_docstrings(tree: ast.Module) -> ast.Module:
     """`tree` without its string statements: docstrings of modules, classes and functions, and
-    the ones under assignments (no-ops when run; only prose)."""
-    for node in ast.walk(tree):
+    the ones under assignments (no-ops when run; only prose). A body left empty holds `pass`."""
+    blocks: list[ast.AST] = [tree]
+    for stmt in _statements(tree.body):
+        blocks += [stmt, *getattr(stmt, "handlers", ()), *getattr(stmt, "cases", ())]
+    for node in blocks:
         for field in ("body", "orelse", "finalbody"):
             body = getattr(node, field, None)
             if not isinstance(body, list) or not body or not isinstance(body[0], ast.stmt):
@@ -152,11 +195,9 @@ def _without_docstrings(tree: ast.AST) -> ast.AST:
 def code_digest(path: Path) -> str:
     """sha256 of what a file does: for Python its syntax tree without docstrings (comments and
     layout are not in it), so editing prose reruns nothing; other files byte for byte."""
-    data = path.read_bytes()
     if path.suffix == ".py":
-        tree = _without_docstrings(ast.parse(data, str(path)))
-        data = ast.dump(tree, annotate_fields=False, include_attributes=False).encode()
-    return hashlib.sha256(data).hexdigest()
+        return _source(path).digest
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def script_code(script: Path) -> list[str]:
@@ -170,7 +211,7 @@ def script_code(script: Path) -> list[str]:
         if path in scripts:
             continue
         scripts.add(path)
-        for name in _import_names(ast.parse(path.read_text(), str(path))):
+        for name in _source(path).imports:
             if name.split(".")[0] == PACKAGE and module_file(name):
                 modules.add(name)
             elif "." not in name and (path.parent / f"{name}.py").is_file():

@@ -321,6 +321,14 @@ def training_hooks(
     return expert, judge
 
 
+def run_places(
+    stage: str, trained: Params, problems: list[Any], start: Path | None, out_dir: Path
+) -> tuple[Path, Path]:
+    """Where a training stage keeps what a rerun resumes: its checkpoint folder (named by the run,
+    `run_hash`) and its work folder (the rollouts so far; the outputs before they move into place)."""
+    return paths.CHECKPOINTS / f"{stage}-{run_hash(trained, problems, start)}", out_dir / ".partial"
+
+
 def run(params: Params) -> None:
     """The train stage: this process alone, one rank under torchrun, or the launcher of
     `train.processes` ranks; rank 0 writes the outputs."""
@@ -355,9 +363,8 @@ def run_training(
         policy, env = make_policy(trained), env_of(params)
         if start is not None:  # RL starts from the warm start (stage sft)
             policy.load_adapters(start)
-        ckpt_dir = paths.CHECKPOINTS / f"{stage}-{run_hash(trained, problems, start)}"
+        ckpt_dir, work = run_places(stage, trained, problems, start, out_dir)
         expert, judge = training_hooks(trained, out_dir, world)
-        work = out_dir / ".partial"
         work.mkdir(parents=True, exist_ok=True)
         rollouts = work / "rollouts.jsonl"
         settings = loop_settings(trained)

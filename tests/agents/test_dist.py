@@ -109,19 +109,13 @@ def convert_on_rank_1(rank: int, size: int, port: int, cache: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="blocked: the fix edits agents/lora/base_model.py, in every model stage's code, so it "
-    "reruns the committed outputs, which only the CPU type that made them reproduces",
-)
 def test_a_rank_other_than_0_converting_the_model_writes_its_weights(tmp_path):
     """On a fresh cache the first model load may be a multi-process stage's (`train.processes: 2`
     right after `prepare`): every rank converts the GGUF model. In a process group transformers'
-    `save_pretrained` writes the weights and config on rank 0 alone, and the conversion renames the
-    other ranks' folder of tokenizer files into place too, often first: every later load of it
-    fails ("Unrecognized model ... Should have a `model_type` key"), until it is deleted. The
-    tests convert the model in one process first (conftest.converted_model); the pipeline's own
-    order does (`smoke` loads it before `train`)."""
+    `save_pretrained` writes the weights and config on rank 0 alone; when the conversion used it,
+    another rank's folder of tokenizer files could be renamed into place, often first, and every
+    later load of it failed ("Unrecognized model ... Should have a `model_type` key") until it was
+    deleted. The conversion now writes every file on every rank (base_model.save_plain_model)."""
     mp.spawn(convert_on_rank_1, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
     folder = tmp_path / base_model.EMBEDDED_MODEL
     assert (folder / "config.json").is_file() and list(folder.glob("*.safetensors"))
@@ -137,7 +131,7 @@ def free_port() -> int:
 def rank_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two gloo ranks run once for the module, each path's files apart (`{path}-rank{r}.pt`)."""
     out = tmp_path_factory.mktemp("ranks")
-    converted_model()  # before the ranks load it (test_a_rank_other_than_0_converting_...)
+    converted_model()  # once, before the ranks load it
     mp.spawn(rank_main, args=(2, free_port(), str(out)), nprocs=2, join=True)
     return out
 

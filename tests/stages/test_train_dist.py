@@ -32,9 +32,8 @@ def test_two_processes_resume_a_one_process_checkpoint(tiny_repo, monkeypatch):
     params = load_params("params.yaml")
     problems = read_problems(paths.split("train"))
     plan = train.schedule_problems(problems, 2, params.train.epochs, params.seed)[:2]
-    ckpt_dir = paths.CHECKPOINTS / f"train-{train.run_hash(params, problems)}"
+    ckpt_dir, work = train.run_places("train", params, problems, None, paths.TRAIN)
     seed_everything(params.seed)
-    work = paths.TRAIN / ".partial"
     train.train_loop(
         loop_settings(params),
         make_policy(params),

@@ -126,10 +126,8 @@ def test_two_pipelined_processes_train_and_resume_as_one_process_does(tiny_repo,
     monkeypatch.chdir(repo)
     params = load_params("params.yaml")
     problems, plan = train.training_plan(params)
-    shutil.copytree(
-        repo / "cut/ckpt", paths.CHECKPOINTS / f"train-{train.run_hash(params, problems)}"
-    )
-    partial = paths.TRAIN / ".partial"
+    ckpt_dir, partial = train.run_places("train", params, problems, None, paths.TRAIN)
+    shutil.copytree(repo / "cut/ckpt", ckpt_dir)
     partial.mkdir(parents=True)
     shutil.copyfile(repo / "cut/r.jsonl", partial / "rollouts.jsonl")
     resumed = run_in(repo, "python", "-m", "orchestry", "train")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors.torch import save_file
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
@@ -161,7 +162,16 @@ def save_plain_model(
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    plain.save_pretrained(tmp)
+    # the files `save_pretrained` writes, written here on every rank: in a process group it writes
+    # the weights and config on rank 0 alone, and a rank that converts first would rename a folder
+    # of tokenizer files into place (tests/agents/test_dist.py)
+    tmp.mkdir()
+    plain.config.architectures = [type(plain).__name__]
+    plain.config.save_pretrained(tmp)
+    plain.generation_config.save_pretrained(tmp)
+    tied = {"lm_head.weight"} if config.tie_word_embeddings else set()
+    weights = {k: v.contiguous() for k, v in plain.state_dict().items() if k not in tied}
+    save_file(weights, tmp / "model.safetensors", metadata={"format": "pt"})
     tokenizer.save_pretrained(tmp)
     try:
         tmp.rename(out_dir)
