@@ -59,3 +59,45 @@ def test_a_group_runs_on_one_process(tmp_path):
     grouped = {w for kind, w in lines if kind == "grouped"}
     assert len([1 for kind, _ in lines if kind == "grouped"]) == 6
     assert len(grouped) == 1, f"the group ran on {sorted(grouped)}"
+
+
+SHARED = """
+import os
+import sys
+import time
+
+import pytest
+
+sys.path.insert(0, {tests!r})
+from xdist_marks import one_process
+
+pytestmark = one_process(__name__)
+
+
+@pytest.fixture(scope="module")
+def built():
+    with open(os.environ["WORKERS_FILE"], "a") as f:
+        f.write(f"built {{os.environ['PYTEST_XDIST_WORKER']}}\\n")
+
+
+@pytest.mark.parametrize("i", range(6))
+def test_shared(built, i):
+    time.sleep(0.2)
+"""
+
+
+@pytest.mark.slow
+def test_a_module_marked_one_process_builds_its_module_fixture_once(tmp_path):
+    """conftest.one_process: the module's tests stay on one process, so its fixture is built once
+    (unmarked, `--dist loadgroup` sends the module's tests to both processes, and each builds it)."""
+    tests = os.path.dirname(os.path.abspath(__file__))
+    (tmp_path / "test_shared.py").write_text(SHARED.format(tests=tests))
+    (tmp_path / "test_free.py").write_text(FREE)
+    workers = tmp_path / "workers.txt"
+    argv = [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadgroup"]
+    argv += ["-p", "no:cacheprovider", "-o", "addopts=", str(tmp_path)]
+    env = {**os.environ, "WORKERS_FILE": str(workers)}
+    proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    built = [line for line in workers.read_text().splitlines() if line.startswith("built")]
+    assert len(built) == 1, built

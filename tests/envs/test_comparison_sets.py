@@ -6,6 +6,7 @@ import json
 from collections import Counter
 
 import pytest
+from xdist_marks import one_process
 
 from orchestry.envs.catalog import CODE_SETS
 from orchestry.envs.code import tasks
@@ -15,6 +16,8 @@ from orchestry.envs.code.problems import problem_from_dict, problem_to_dict
 from orchestry.eval.paired import heldout_set
 from orchestry.params import parse_params
 from orchestry.stages import prepare
+
+pytestmark = one_process(__name__)
 
 NEW = ("gen_train", "gen_compose", "gen_unseen_balanced")
 

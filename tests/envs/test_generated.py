@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import limits
+from xdist_marks import one_process
 
 from orchestry.envs.code.aux_use import analyse_aux_use
 from orchestry.envs.code.generated import (
@@ -32,6 +33,8 @@ from orchestry.envs.code.sandbox import SandboxJob, run_many
 from orchestry.params import ParamsError, parse_params
 from orchestry.params.env_schema import PrepareParams
 from orchestry.stages import prepare
+
+pytestmark = one_process(__name__)
 
 ROOT = Path(__file__).resolve().parents[2]
 PRIMITIVE = {p.name: p for p in PRIMITIVES}

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import limits
+from xdist_marks import one_process
 
 from orchestry.envs.code.problems import load_problem_dir
 from orchestry.envs.code.sandbox import (
@@ -34,6 +35,8 @@ from orchestry.envs.code.sandbox import (
 from orchestry.envs.code.sandbox.isolation import CHILD_FILES, HARNESS, isolation_problem
 from orchestry.envs.code.sandbox.records import report_from_records
 from orchestry.envs.code.sandbox.runner import near_cpu_limit
+
+pytestmark = one_process(__name__)
 
 REPO = Path(__file__).resolve().parents[2]
 THIS_FILE = Path(__file__).resolve()

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import limits
+from xdist_marks import one_process
 
 from orchestry.envs.code.sandbox import (
     SandboxJob,
@@ -31,6 +32,8 @@ from orchestry.envs.code.sandbox import (
     check_isolation_available,
     run_tests_in_sandbox,
 )
+
+pytestmark = one_process(__name__)
 
 ATTACKS_DIR = Path(__file__).resolve().parent / "attacks"
 EXTRA_ENV = "ORCHESTRY_EXTRA_ATTACKS"

@@ -23,10 +23,13 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 from conftest import ROOT, tiny_params
+from xdist_marks import one_process
 
 from orchestry.params import load_params
 from orchestry.serve.launch import server_process
 from orchestry.stages.from_params import make_policy
+
+pytestmark = one_process(__name__)
 
 pytestmark = pytest.mark.slow  # a real model generates in every test here
 

@@ -22,8 +22,9 @@ import pytest
 from conftest import ROOT
 from openai import OpenAI
 from serve_fixtures import served
+from xdist_marks import one_process
 
-pytestmark = pytest.mark.slow  # a real model generates in every test here
+pytestmark = [pytest.mark.slow, one_process(__name__)]  # a real model generates in every test here
 
 TOOLS_ON = {
     "tools": {

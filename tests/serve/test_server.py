@@ -13,8 +13,9 @@ import openai
 import pytest
 from openai import OpenAI
 from serve_fixtures import served
+from xdist_marks import one_process
 
-pytestmark = pytest.mark.slow  # a real model generates in every test here
+pytestmark = [pytest.mark.slow, one_process(__name__)]  # a real model generates in every test here
 
 TASK = 'def add_three(x):\n    """Return x plus 3."""\n'
 

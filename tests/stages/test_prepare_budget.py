@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import DEFAULTS, MODEL_CACHE, ROOT
+from xdist_marks import one_process
 
 from orchestry.agents.lora.shapes import embedded_tokenizer
 from orchestry.algos.sft import over_budget, solo_rows, team_rows
@@ -22,6 +23,8 @@ from orchestry.envs.solo import SoloEnv
 from orchestry.params import ParamsError, parse_params
 from orchestry.stages import prepare
 from orchestry.stages.from_params import make_env
+
+pytestmark = one_process(__name__)
 
 BUDGET = 100
 """Tokens: some of the 36 coop problems have an answer over it (the longest single program is
