@@ -3,6 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml requirements-lock.txt 2>/dev/null | cksum | cut -d' ' -f1)
+# How the commands below run: .venv first on PATH, and Python caching the package's bytecode
+# (`__pycache__`, ignored by git and DVC) even where the environment sets PYTHONDONTWRITEBYTECODE:
+# each stage and test process imports the package, and compiling it anew costs each about a second.
+RUN := PYTHONDONTWRITEBYTECODE= PATH="$(CURDIR)/$(BIN):$$PATH"
 
 .PHONY: repro test test-fast test-wheelhouse venv lint clean-venv seeds ablations gpu-check
 
@@ -20,7 +24,7 @@ $(STAMP): pyproject.toml requirements-lock.txt
 	touch $@
 
 repro: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
+	$(RUN) $(BIN)/dvc repro
 
 # Two test processes (pytest-xdist) sharing out the tests one by one, except each `xdist_group` (the
 # SLURM daemons; DVC in the repository itself) stays in one; each runs torch on one thread
@@ -28,15 +32,15 @@ repro: $(STAMP)
 # The offline wheelhouse's install test (minutes of pip and a fresh venv) runs apart: `make test-wheelhouse`.
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not wheelhouse"
+	$(RUN) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not wheelhouse"
 
 test-wheelhouse: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -p no:xdist -m wheelhouse
+	$(RUN) $(BIN)/python -m pytest -q -p no:xdist -m wheelhouse
 
 lint: $(STAMP)
 	$(BIN)/ruff check orchestry tests benchmarks
 	$(BIN)/ruff format --check orchestry tests benchmarks
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake --lint
+	$(RUN) $(BIN)/snakemake --lint
 
 clean-venv:
 	rm -rf $(VENV)
@@ -45,14 +49,14 @@ clean-venv:
 # (reports/seed_runs/: their curves as a band) and one training run per lever of cooperation
 # (reports/ablations.md). DVC reruns what changed, nothing else; these two are the same command.
 seeds ablations: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro optional/runs/dvc.yaml
+	$(RUN) $(BIN)/dvc repro optional/runs/dvc.yaml
 
 # The edit loop: every test but the whole-pipeline (e2e) and model-training (slow) ones, in minutes.
 test-fast: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not e2e and not slow"
+	$(RUN) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not e2e and not slow"
 
 # Every GPU command README.md and docs/gpu.md document, at tiny scale, each in fresh processes, on this
 # machine's GPUs (benchmarks/gpu_check.py): exit code, seconds and peak GPU memory of each, in
 # results/bench/gpu_check.json. Run it on a GPU node before closing a change to GPU code.
 gpu-check: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python benchmarks/gpu_check.py --out results/bench/gpu_check.json
+	$(RUN) $(BIN)/python benchmarks/gpu_check.py --out results/bench/gpu_check.json
