@@ -29,10 +29,12 @@ repro: $(STAMP)
 # Two test processes (pytest-xdist) sharing out the tests one by one, except each `xdist_group` (the
 # SLURM daemons; DVC in the repository itself) stays in one; each runs torch on one thread
 # (tests/conftest.py), so two fit the reference machine's two cores. TEST_WORKERS=0: one process.
+# They take the tests in conftest.py's order, the longest first: `--no-loadscope-reorder` keeps xdist
+# from moving the groups of most tests to the front, ahead of the minutes-long single tests.
 # The offline wheelhouse's install test (minutes of pip and a fresh venv) runs apart: `make test-wheelhouse`.
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(RUN) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not wheelhouse"
+	$(RUN) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not wheelhouse"
 
 test-wheelhouse: $(STAMP)
 	$(RUN) $(BIN)/python -m pytest -q -p no:xdist -m wheelhouse
@@ -53,7 +55,7 @@ seeds ablations: $(STAMP)
 
 # The edit loop: every test but the whole-pipeline (e2e) and model-training (slow) ones, in minutes.
 test-fast: $(STAMP)
-	$(RUN) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not e2e and not slow"
+	$(RUN) $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder -m "not e2e and not slow"
 
 # Every GPU command README.md and docs/gpu.md document, at tiny scale, each in fresh processes, on this
 # machine's GPUs (benchmarks/gpu_check.py): exit code, seconds and peak GPU memory of each, in
