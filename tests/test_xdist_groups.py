@@ -9,6 +9,7 @@ a throwaway suite the way `make test` runs the real one and fails if a group is 
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -38,24 +39,24 @@ def test_free(i):
 """
 
 
+def run_suite(folder: Path) -> list[str]:
+    """Run the throwaway suite in `folder` as `make test` runs the real one (two processes,
+    `--dist loadgroup`, conftest's order); the lines its tests wrote to WORKERS_FILE."""
+    workers = folder / "workers.txt"
+    argv = [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadgroup"]
+    argv += ["--no-loadscope-reorder"]
+    argv += ["-p", "no:cacheprovider", "-o", "addopts=", str(folder)]
+    env = {**os.environ, "WORKERS_FILE": str(workers)}
+    proc = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return workers.read_text().splitlines()
+
+
 @pytest.mark.slow  # starts processes: the slow tier (make test), not the edit loop
 def test_a_group_runs_on_one_process(tmp_path):
     (tmp_path / "test_grouped.py").write_text(SUITE)
     (tmp_path / "test_free.py").write_text(FREE)
-    workers = tmp_path / "workers.txt"
-    argv = [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadgroup"]
-    argv += ["-p", "no:cacheprovider", "-o", "addopts=", str(tmp_path)]
-    env_file = {"WORKERS_FILE": str(workers)}
-    proc = subprocess.run(
-        argv,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **env_file},
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    lines = [line.split() for line in workers.read_text().splitlines()]
+    lines = [line.split() for line in run_suite(tmp_path)]
     grouped = {w for kind, w in lines if kind == "grouped"}
     assert len([1 for kind, _ in lines if kind == "grouped"]) == 6
     assert len(grouped) == 1, f"the group ran on {sorted(grouped)}"
@@ -93,11 +94,5 @@ def test_a_module_marked_one_process_builds_its_module_fixture_once(tmp_path):
     tests = os.path.dirname(os.path.abspath(__file__))
     (tmp_path / "test_shared.py").write_text(SHARED.format(tests=tests))
     (tmp_path / "test_free.py").write_text(FREE)
-    workers = tmp_path / "workers.txt"
-    argv = [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadgroup"]
-    argv += ["-p", "no:cacheprovider", "-o", "addopts=", str(tmp_path)]
-    env = {**os.environ, "WORKERS_FILE": str(workers)}
-    proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    built = [line for line in workers.read_text().splitlines() if line.startswith("built")]
+    built = [line for line in run_suite(tmp_path) if line.startswith("built")]
     assert len(built) == 1, built
