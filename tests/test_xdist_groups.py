@@ -6,6 +6,7 @@ was built once per process, and the tests that must not run side by side (DVC in
 root, the SLURM daemons) could. requirements-lock.txt pins a pytest that works with it; this test runs
 a throwaway suite the way `make test` runs the real one and fails if a group is split again."""
 
+import getpass
 import os
 import subprocess
 import sys
@@ -41,14 +42,24 @@ def test_free(i):
 
 def run_suite(folder: Path) -> list[str]:
     """Run the throwaway suite in `folder` as `make test` runs the real one (two processes,
-    `--dist loadgroup`, conftest's order); the lines its tests wrote to WORKERS_FILE."""
+    `--dist loadgroup`, conftest's order); the lines its tests wrote to WORKERS_FILE.
+
+    Its temporary files stay in `folder` (`--basetemp`): with pytest's numbered folders it deleted
+    all but the newest three under the machine's temp root, other runs' gigabytes of tiny pipelines
+    among them (this test took 53 and 63 s in two `make test` runs, 3 to 5 s alone). Three older
+    numbered folders in a temp root of its own check that it leaves them alone."""
     workers = folder / "workers.txt"
+    root = folder / "temproot"
+    older = [root / f"pytest-of-{getpass.getuser()}" / f"pytest-{n}" for n in (1, 2, 3)]
+    for made in older:
+        made.mkdir(parents=True)
     argv = [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadgroup"]
-    argv += ["--no-loadscope-reorder"]
+    argv += ["--no-loadscope-reorder", "--basetemp", str(folder / "basetemp")]
     argv += ["-p", "no:cacheprovider", "-o", "addopts=", str(folder)]
-    env = {**os.environ, "WORKERS_FILE": str(workers)}
+    env = {**os.environ, "WORKERS_FILE": str(workers), "PYTEST_DEBUG_TEMPROOT": str(root)}
     proc = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert all(made.is_dir() for made in older), "the suite deleted other runs' temp folders"
     return workers.read_text().splitlines()
 
 
